@@ -1,0 +1,346 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// +genclient
+// +genclient:method=GetScale,verb=get,subresource=scale,result=k8s.io/api/autoscaling/v1.Scale
+// +genclient:method=UpdateScale,verb=update,subresource=scale,input=k8s.io/api/autoscaling/v1.Scale,result=k8s.io/api/autoscaling/v1.Scale
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// Flock is a set of stateful members in which member i always runs on node i.
+// Each member is a pod named <flock>-<ordinal> with a stable DNS name (A and
+// PTR records through a headless Service) and a data directory on its node.
+// The API server refuses a Flock whose replicas exceed the eligible nodes.
+type Flock struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata. The name is the prefix of every member's pod
+	// name and DNS name, so it must be a DNS-1123 label of at most 58 characters.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired state of the Flock: how many members, where they may
+	// run, the pod template, and how members are updated and recovered.
+	// +optional
+	Spec FlockSpec `json:"spec,omitempty"`
+
+	// Status is the observed state of the Flock, written by the Flock controller.
+	// status.members is the durable map from ordinal to node.
+	// +optional
+	Status FlockStatus `json:"status,omitempty"`
+}
+
+// PodManagementPolicyType says how the members of a Flock are created and removed.
+// +enum
+type PodManagementPolicyType string
+
+const (
+	// OrderedReadyPodManagement creates members 0..n-1 one at a time, each
+	// Running and Ready before the next, and removes them from the highest
+	// ordinal down, one at a time.
+	OrderedReadyPodManagement PodManagementPolicyType = "OrderedReady"
+	// ParallelPodManagement creates and removes all members at once.
+	ParallelPodManagement PodManagementPolicyType = "Parallel"
+)
+
+// FlockUpdateStrategyType is how template changes reach existing members.
+// +enum
+type FlockUpdateStrategyType string
+
+const (
+	// RollingUpdateFlockStrategyType replaces members from the highest ordinal
+	// down to the partition, each on its own node.
+	RollingUpdateFlockStrategyType FlockUpdateStrategyType = "RollingUpdate"
+	// OnDeleteFlockStrategyType replaces a member only when its pod is deleted.
+	OnDeleteFlockStrategyType FlockUpdateStrategyType = "OnDelete"
+)
+
+// RetentionPolicyType says what happens to a member's data directory.
+// +enum
+type RetentionPolicyType string
+
+const (
+	// RetainRetentionPolicy keeps the data directory on the node, so a member
+	// that comes back finds its data.
+	RetainRetentionPolicy RetentionPolicyType = "Retain"
+	// DeleteRetentionPolicy removes the data directory with a short helper pod
+	// on the member's node.
+	DeleteRetentionPolicy RetentionPolicyType = "Delete"
+)
+
+// MemberRecoveryPolicyType says what happens to a member whose node is lost.
+// +enum
+type MemberRecoveryPolicyType string
+
+const (
+	// WaitMemberRecovery keeps the member on its node until the node returns.
+	WaitMemberRecovery MemberRecoveryPolicyType = "Wait"
+	// ReassignMemberRecovery moves the member to another eligible node, with a
+	// fresh data directory, once its node has been NotReady or gone for
+	// afterSeconds.
+	ReassignMemberRecovery MemberRecoveryPolicyType = "Reassign"
+)
+
+// FlockSpec is the desired state of a Flock.
+type FlockSpec struct {
+	// Replicas is the number of members. It may not exceed the number of
+	// eligible nodes (see placement); the API server refuses a Flock that the
+	// cluster cannot hold. Defaults to 1.
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// Selector is a label query over pods that must match the template's
+	// labels. It selects the pods that belong to this Flock. Immutable.
+	Selector *metav1.LabelSelector `json:"selector"`
+
+	// ServiceName is the name of the headless Service that gives each member
+	// its DNS name <pod>.<serviceName>.<namespace>.svc. The controller creates
+	// the Service when it is absent. Defaults to the Flock's name. Immutable.
+	// +optional
+	ServiceName string `json:"serviceName,omitempty"`
+
+	// Placement chooses the nodes members may run on.
+	// +optional
+	Placement FlockPlacement `json:"placement,omitempty"`
+
+	// Storage describes the data directory each member gets on its node.
+	// +optional
+	Storage FlockStorage `json:"storage,omitempty"`
+
+	// PodManagementPolicy says how members are created and removed:
+	// OrderedReady (the default) or Parallel. Immutable.
+	// +optional
+	PodManagementPolicy PodManagementPolicyType `json:"podManagementPolicy,omitempty"`
+
+	// UpdateStrategy says how a template change reaches existing members.
+	// Defaults to RollingUpdate with partition 0 and maxUnavailable 1.
+	// +optional
+	UpdateStrategy FlockUpdateStrategy `json:"updateStrategy,omitempty"`
+
+	// MinReadySeconds is how long a member's pod must be Ready, with no
+	// container crashing, before it counts as available. Defaults to 0.
+	// +optional
+	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
+
+	// MemberRecovery says what happens to a member whose node is NotReady or
+	// deleted. Defaults to Wait.
+	// +optional
+	MemberRecovery MemberRecovery `json:"memberRecovery,omitempty"`
+
+	// RevisionHistoryLimit is the number of old template revisions kept.
+	// Defaults to 10.
+	// +optional
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+
+	// Template is the pod template of every member. The controller adds the
+	// member's name, hostname, subdomain, labels, a required node affinity to
+	// the member's node and the managed data volume. It may not use the host's
+	// network, PID or IPC namespaces, or hostPath volumes.
+	Template corev1.PodTemplateSpec `json:"template"`
+}
+
+// FlockPlacement chooses the nodes members may run on.
+type FlockPlacement struct {
+	// NodeSelector restricts the eligible pool to nodes with these labels.
+	// Empty means every node. A node is eligible when it matches, is not
+	// cordoned, and the template tolerates all its NoSchedule and NoExecute
+	// taints.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Nodes is an optional explicit map from ordinal to node: member i runs on
+	// nodes[i]. The first `replicas` entries must be distinct, existing and
+	// eligible nodes.
+	// +optional
+	// +listType=atomic
+	Nodes []string `json:"nodes,omitempty"`
+}
+
+// FlockStorage describes the data directory each member gets on its node.
+type FlockStorage struct {
+	// VolumeName is the name of the volume the controller injects into each
+	// member's pod: a hostPath directory <data-root>/<namespace>/<flock> on the
+	// member's node. Containers mount it by this name. The template may not
+	// define a volume of this name. Defaults to "data". Immutable.
+	// +optional
+	VolumeName string `json:"volumeName,omitempty"`
+
+	// Retention says what happens to a member's data directory when the Flock
+	// is deleted or scaled down.
+	// +optional
+	Retention RetentionPolicy `json:"retention,omitempty"`
+}
+
+// RetentionPolicy says what happens to members' data directories.
+type RetentionPolicy struct {
+	// WhenDeleted applies when the Flock is deleted: Retain (the default) or
+	// Delete.
+	// +optional
+	WhenDeleted RetentionPolicyType `json:"whenDeleted,omitempty"`
+
+	// WhenScaled applies to members removed by a scale down: Retain (the
+	// default) or Delete.
+	// +optional
+	WhenScaled RetentionPolicyType `json:"whenScaled,omitempty"`
+}
+
+// FlockUpdateStrategy says how a template change reaches existing members.
+type FlockUpdateStrategy struct {
+	// Type is RollingUpdate (the default) or OnDelete.
+	// +optional
+	Type FlockUpdateStrategyType `json:"type,omitempty"`
+
+	// RollingUpdate tunes the RollingUpdate strategy. Only valid with type
+	// RollingUpdate.
+	// +optional
+	RollingUpdate *RollingUpdateFlockStrategy `json:"rollingUpdate,omitempty"`
+}
+
+// RollingUpdateFlockStrategy tunes a rolling update.
+type RollingUpdateFlockStrategy struct {
+	// Partition is the lowest ordinal that is updated: members with a lower
+	// ordinal keep the old template. Defaults to 0; at most replicas.
+	// +optional
+	Partition *int32 `json:"partition,omitempty"`
+
+	// MaxUnavailable is how many members may be unavailable during the update,
+	// as a number (at least 1) or a percentage of replicas. Defaults to 1.
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+}
+
+// MemberRecovery says what happens to a member whose node is lost.
+type MemberRecovery struct {
+	// Policy is Wait (the default: the member stays on its node until the node
+	// returns) or Reassign (the member moves to another eligible node with a
+	// fresh data directory after afterSeconds).
+	// +optional
+	Policy MemberRecoveryPolicyType `json:"policy,omitempty"`
+
+	// AfterSeconds is how long a node must be NotReady or gone before its
+	// member is reassigned. Required and positive with policy Reassign; not
+	// allowed with Wait.
+	// +optional
+	AfterSeconds *int32 `json:"afterSeconds,omitempty"`
+}
+
+// FlockStatus is the observed state of a Flock.
+type FlockStatus struct {
+	// ObservedGeneration is the most recent generation the controller acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Replicas is the number of member pods that exist.
+	// +optional
+	Replicas int32 `json:"replicas"`
+
+	// ReadyReplicas is the number of member pods that are Ready.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+
+	// AvailableReplicas is the number of member pods Ready for at least
+	// minReadySeconds.
+	// +optional
+	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
+
+	// CurrentReplicas is the number of member pods at currentRevision.
+	// +optional
+	CurrentReplicas int32 `json:"currentReplicas,omitempty"`
+
+	// UpdatedReplicas is the number of member pods at updateRevision.
+	// +optional
+	UpdatedReplicas int32 `json:"updatedReplicas,omitempty"`
+
+	// CurrentRevision is the template revision of members not yet updated.
+	// +optional
+	CurrentRevision string `json:"currentRevision,omitempty"`
+
+	// UpdateRevision is the revision of the current template.
+	// +optional
+	UpdateRevision string `json:"updateRevision,omitempty"`
+
+	// Selector is spec.selector in label-query form, for the scale subresource
+	// and the HorizontalPodAutoscaler.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+
+	// Members is the durable map from ordinal to node. A member's node is
+	// recorded here before its pod is created and never changes silently.
+	// +optional
+	// +listType=map
+	// +listMapKey=ordinal
+	// +patchMergeKey=ordinal
+	// +patchStrategy=merge
+	Members []FlockMember `json:"members,omitempty" patchStrategy:"merge" patchMergeKey:"ordinal"`
+
+	// Conditions are the latest observations of the Flock's state: Available,
+	// Progressing, and MembersBlocked when a member cannot run.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchMergeKey=type
+	// +patchStrategy=merge
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// FlockMember is one member of a Flock and the node it is assigned to.
+type FlockMember struct {
+	// Ordinal is the member's index, from 0 to replicas-1.
+	Ordinal int32 `json:"ordinal"`
+
+	// Node is the name of the node this member is assigned to.
+	Node string `json:"node"`
+
+	// Pod is the name of the member's pod, <flock>-<ordinal>.
+	// +optional
+	Pod string `json:"pod,omitempty"`
+
+	// Hostname is the member's fully qualified DNS name,
+	// <pod>.<service>.<namespace>.svc.<cluster-domain>.
+	// +optional
+	Hostname string `json:"hostname,omitempty"`
+
+	// Ready is true when the member's pod is Ready.
+	// +optional
+	Ready bool `json:"ready"`
+
+	// Revision is the template revision of the member's pod.
+	// +optional
+	Revision string `json:"revision,omitempty"`
+
+	// Message says why the member is not running, when it is not.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// Condition types of a Flock.
+const (
+	// FlockAvailable is True when at least replicas members are available.
+	FlockAvailable = "Available"
+	// FlockProgressing is True while the controller creates, removes or
+	// updates members.
+	FlockProgressing = "Progressing"
+	// FlockMembersBlocked is True when a member cannot run, for instance
+	// because its node is cordoned, NotReady or gone.
+	FlockMembersBlocked = "MembersBlocked"
+	// FlockServiceReady is False when the headless Service cannot be used,
+	// for instance because a Service of that name exists and is not the
+	// Flock's.
+	FlockServiceReady = "ServiceReady"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// FlockList is a list of Flocks.
+type FlockList struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard list metadata.
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// Items is the list of Flocks.
+	Items []Flock `json:"items"`
+}
