@@ -2,10 +2,29 @@
 // which nodes are eligible for a Flock, and which node each member gets. The
 // admission plugin and the controller both call it, so what admission accepts
 // is exactly what the controller can place.
+//
+// A node is eligible for a Flock when it
+//   - carries every label of spec.placement.nodeSelector,
+//   - is not cordoned (spec.unschedulable), and
+//   - has no NoSchedule or NoExecute taint that the template's tolerations do
+//     not tolerate (PreferNoSchedule taints never exclude a node).
+//
+// A NotReady node is not excluded for being NotReady: the node lifecycle
+// controller puts node.kubernetes.io/not-ready and .../unreachable taints on
+// it, and those exclude it unless tolerated. An eligible NotReady node is only
+// reported, so callers can warn about it.
 package placement
 
 import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
 
 // Requirement is what a Flock asks of the cluster's nodes.
@@ -18,6 +37,21 @@ type Requirement struct {
 	Nodes []string
 	// Tolerations are spec.template.spec.tolerations.
 	Tolerations []corev1.Toleration
+}
+
+// RequirementFromFlock returns the Requirement of a versioned Flock. A nil
+// spec.replicas counts as the default, 1.
+func RequirementFromFlock(f *v1alpha1.Flock) Requirement {
+	replicas := int32(1)
+	if f.Spec.Replicas != nil {
+		replicas = *f.Spec.Replicas
+	}
+	return Requirement{
+		Replicas:     replicas,
+		NodeSelector: f.Spec.Placement.NodeSelector,
+		Nodes:        f.Spec.Placement.Nodes,
+		Tolerations:  f.Spec.Template.Spec.Tolerations,
+	}
 }
 
 // Exclusion says why one node is not eligible.
@@ -39,6 +73,9 @@ const (
 	ReasonNotReady  Reason = "NotReady" // only used for warnings: NotReady alone does not exclude
 	ReasonMissing   Reason = "Missing"  // an explicit node that does not exist
 	ReasonDuplicate Reason = "Duplicate"
+	// ReasonInsufficient is the Reason of a CheckError refusing more replicas
+	// than eligible nodes.
+	ReasonInsufficient Reason = "Insufficient"
 )
 
 // Report is the outcome of evaluating a Requirement against a set of nodes.
@@ -54,14 +91,94 @@ type Report struct {
 }
 
 // Eligible evaluates which nodes can hold members of a Flock with requirement r.
+// Excluded and NotReady are sorted by node name. Eligible ignores r.Replicas
+// and r.Nodes; see Check for those.
 func Eligible(nodes []*corev1.Node, r Requirement) Report {
-	panic("not implemented")
+	m := newMatcher(r)
+	rep := Report{Total: len(nodes)}
+	for _, n := range nodes {
+		reason, taint := m.eval(n)
+		if reason == "" {
+			rep.Eligible = append(rep.Eligible, n.Name)
+			if !IsReady(n) {
+				rep.NotReady = append(rep.NotReady, n.Name)
+			}
+			continue
+		}
+		rep.Excluded = append(rep.Excluded, m.exclusion(n.Name, reason, taint))
+	}
+	slices.Sort(rep.Eligible)
+	slices.Sort(rep.NotReady)
+	slices.SortFunc(rep.Excluded, func(a, b Exclusion) int { return strings.Compare(a.Node, b.Node) })
+	return rep
 }
 
 // IsEligible reports whether one node is eligible for requirement r (selector,
 // cordon and taints; it ignores Replicas and Nodes).
 func IsEligible(node *corev1.Node, r Requirement) (bool, Exclusion) {
-	panic("not implemented")
+	m := newMatcher(r)
+	reason, taint := m.eval(node)
+	if reason == "" {
+		return true, Exclusion{}
+	}
+	return false, m.exclusion(node.Name, reason, taint)
+}
+
+// IsReady reports whether a node's Ready condition is True. A node without a
+// Ready condition is not ready.
+func IsReady(node *corev1.Node) bool {
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == corev1.NodeReady {
+			return node.Status.Conditions[i].Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// ToleratesTaint reports whether toleration t tolerates taint, with the
+// scheduler's rules: an empty effect matches every effect; an empty key
+// matches every key (validation only allows it with operator Exists, which
+// then tolerates every taint); operator Exists matches any value, Equal (or
+// empty) an equal value. The numeric operators Lt and Gt belong to an alpha
+// feature that is off by default, so they tolerate nothing here: admission
+// must never accept what the scheduler cannot place.
+func ToleratesTaint(t *corev1.Toleration, taint *corev1.Taint) bool {
+	if t.Effect != "" && t.Effect != taint.Effect {
+		return false
+	}
+	if t.Key != "" && t.Key != taint.Key {
+		return false
+	}
+	switch t.Operator {
+	case "", corev1.TolerationOpEqual:
+		return t.Value == taint.Value
+	case corev1.TolerationOpExists:
+		return true
+	default:
+		return false
+	}
+}
+
+// UntoleratedTaint returns the first NoSchedule or NoExecute taint of taints
+// that no toleration tolerates, or nil.
+func UntoleratedTaint(taints []corev1.Taint, tolerations []corev1.Toleration) *corev1.Taint {
+	for i := range taints {
+		taint := &taints[i]
+		if taint.Effect != corev1.TaintEffectNoSchedule && taint.Effect != corev1.TaintEffectNoExecute {
+			continue
+		}
+		tolerated := false
+		for j := range tolerations {
+			if ToleratesTaint(&tolerations[j], taint) {
+				tolerated = true
+				break
+			}
+		}
+		if !tolerated {
+			return taint
+		}
+	}
+	return nil
 }
 
 // Check returns nil when the cluster can hold r, or an error whose message
@@ -70,8 +187,101 @@ func IsEligible(node *corev1.Node, r Requirement) (bool, Exclusion) {
 // excludes 1; 1 cordoned)". With explicit Nodes it also checks that the first
 // Replicas entries are distinct, exist and are eligible.
 func Check(nodes []*corev1.Node, r Requirement) *CheckError {
-	panic("not implemented")
+	err, _ := Verify(nodes, r)
+	return err
 }
+
+// Verify is Check plus warnings: when r fits, it returns a warning for
+// eligible nodes that may hold a member but are NotReady (members placed there
+// wait until the node is Ready). Nodes that may hold a member are the first
+// Replicas explicit nodes when they cover every ordinal, else every eligible
+// node. Verify makes one pass over nodes and allocates nothing per node.
+func Verify(nodes []*corev1.Node, r Requirement) (*CheckError, []string) {
+	replicas := int(max(r.Replicas, 0))
+	m := newMatcher(r)
+
+	// The explicit part of the map: the first Replicas entries of r.Nodes.
+	explicit := r.Nodes[:min(len(r.Nodes), replicas)]
+	var byName map[string]int
+	var found []*corev1.Node
+	if len(explicit) > 0 {
+		byName = make(map[string]int, len(explicit))
+		for i, name := range explicit {
+			if j, dup := byName[name]; dup {
+				return &CheckError{
+					Field:   nodesPath.Index(i).String(),
+					Value:   name,
+					Reason:  ReasonDuplicate,
+					Message: fmt.Sprintf("node %q is already the node of ordinal %d (spec.placement.nodes[%d])", name, j, j),
+					path:    nodesPath.Index(i),
+				}, nil
+			}
+			byName[name] = i
+		}
+		found = make([]*corev1.Node, len(explicit))
+	}
+
+	var t tally
+	t.total = len(nodes)
+	var notReady []string
+	for _, n := range nodes {
+		reason, taint := m.eval(n)
+		t.add(reason, taint)
+		counted := reason == "" && replicas > len(explicit)
+		if byName != nil {
+			if i, ok := byName[n.Name]; ok {
+				found[i] = n
+				counted = reason == ""
+			}
+		}
+		if counted && !IsReady(n) {
+			notReady = append(notReady, n.Name)
+		}
+	}
+
+	for i, name := range explicit {
+		n := found[i]
+		if n == nil {
+			return &CheckError{
+				Field:   nodesPath.Index(i).String(),
+				Value:   name,
+				Reason:  ReasonMissing,
+				Message: fmt.Sprintf("node %q does not exist", name),
+				path:    nodesPath.Index(i),
+			}, nil
+		}
+		if reason, taint := m.eval(n); reason != "" {
+			ex := m.exclusion(name, reason, taint)
+			return &CheckError{
+				Field:   nodesPath.Index(i).String(),
+				Value:   name,
+				Reason:  reason,
+				Message: fmt.Sprintf("node %q is not eligible: %s", name, ex.Detail),
+				path:    nodesPath.Index(i),
+			}, nil
+		}
+	}
+
+	if t.eligible < replicas {
+		return &CheckError{
+			Field:   replicasPath.String(),
+			Value:   r.Replicas,
+			Reason:  ReasonInsufficient,
+			Message: t.message(m),
+			path:    replicasPath,
+		}, nil
+	}
+	if len(notReady) == 0 {
+		return nil, nil
+	}
+	slices.Sort(notReady)
+	return nil, []string{notReadyWarning(notReady, t.eligible)}
+}
+
+var (
+	replicasPath = field.NewPath("spec", "replicas")
+	nodesPath    = field.NewPath("spec", "placement", "nodes")
+)
 
 // CheckError is a refusal from Check.
 type CheckError struct {
@@ -81,9 +291,27 @@ type CheckError struct {
 	Value interface{}
 	// Message explains the refusal.
 	Message string
+	// Reason classifies the refusal: ReasonInsufficient on spec.replicas;
+	// ReasonDuplicate, ReasonMissing or the node's exclusion reason on an
+	// explicit node.
+	Reason Reason
+
+	path *field.Path
 }
 
-func (e *CheckError) Error() string { return e.Field + ": " + e.Message }
+// Error renders the refusal as a field error does, e.g. "spec.replicas:
+// Invalid value: 4: only 3 of 5 nodes are eligible".
+func (e *CheckError) Error() string { return e.FieldError().Error() }
+
+// FieldError returns the refusal as an Invalid field error, ready for
+// apierrors.NewInvalid.
+func (e *CheckError) FieldError() *field.Error {
+	p := e.path
+	if p == nil {
+		p = field.NewPath(e.Field)
+	}
+	return field.Invalid(p, e.Value, e.Message)
+}
 
 // Assign returns the node of every ordinal in [0, r.Replicas): existing
 // assignments (ordinal -> node) are kept as they are, even when the node is no
@@ -91,6 +319,258 @@ func (e *CheckError) Error() string { return e.Field + ": " + e.Message }
 // else the eligible node not already used by this Flock with the lowest usage
 // (usage: node -> number of members of all Flocks on it), ties broken by node
 // name. Ordinals that cannot be placed are returned in unplaced.
+//
+// Every node in existing counts as used by this Flock, including the nodes of
+// ordinals >= r.Replicas (members that are still being removed), so two
+// members never share a node. An explicit r.Nodes[i] that is missing,
+// ineligible or already used leaves ordinal i unplaced: an explicit ordinal
+// never falls back to the pool. Explicit ordinals come first (they are
+// 0..len(r.Nodes)-1), so the pool never takes a node an explicit ordinal
+// asks for. unplaced is in ascending order.
 func Assign(nodes []*corev1.Node, r Requirement, existing map[int32]string, usage map[string]int) (assigned map[int32]string, unplaced []int32) {
-	panic("not implemented")
+	replicas := max(r.Replicas, 0)
+	assigned = make(map[int32]string, replicas)
+	used := make(map[string]bool, len(existing)+int(replicas))
+	for ord, node := range existing {
+		used[node] = true
+		if ord >= 0 && ord < replicas {
+			assigned[ord] = node
+		}
+	}
+	if len(assigned) == int(replicas) {
+		return assigned, nil
+	}
+
+	m := newMatcher(r)
+	eligible := make(map[string]bool)
+	var pool []*corev1.Node
+	for _, n := range nodes {
+		if reason, _ := m.eval(n); reason == "" {
+			eligible[n.Name] = true
+			pool = append(pool, n)
+		}
+	}
+	// The pool in order of preference: least used first, then by name.
+	slices.SortFunc(pool, func(a, b *corev1.Node) int {
+		if ua, ub := usage[a.Name], usage[b.Name]; ua != ub {
+			return ua - ub
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+
+	next := 0
+	for ord := int32(0); ord < replicas; ord++ {
+		if _, ok := assigned[ord]; ok {
+			continue
+		}
+		if int(ord) < len(r.Nodes) {
+			name := r.Nodes[ord]
+			if eligible[name] && !used[name] {
+				assigned[ord] = name
+				used[name] = true
+			} else {
+				unplaced = append(unplaced, ord)
+			}
+			continue
+		}
+		for next < len(pool) && used[pool[next].Name] {
+			next++
+		}
+		if next == len(pool) {
+			unplaced = append(unplaced, ord)
+			continue
+		}
+		assigned[ord] = pool[next].Name
+		used[pool[next].Name] = true
+		next++
+	}
+	return assigned, unplaced
+}
+
+// matcher is a Requirement prepared for evaluating many nodes.
+type matcher struct {
+	selector    []labelPair // sorted by key
+	tolerations []corev1.Toleration
+}
+
+type labelPair struct{ key, value string }
+
+func newMatcher(r Requirement) *matcher {
+	m := &matcher{tolerations: r.Tolerations}
+	if len(r.NodeSelector) > 0 {
+		m.selector = make([]labelPair, 0, len(r.NodeSelector))
+		for k, v := range r.NodeSelector {
+			m.selector = append(m.selector, labelPair{k, v})
+		}
+		slices.SortFunc(m.selector, func(a, b labelPair) int { return strings.Compare(a.key, b.key) })
+	}
+	return m
+}
+
+// eval returns "" when n is eligible, else why not; with ReasonTaint, also the
+// first taint that is not tolerated. The checks run in a fixed order
+// (selector, cordon, taints), so each node has exactly one reason.
+func (m *matcher) eval(n *corev1.Node) (Reason, *corev1.Taint) {
+	for _, p := range m.selector {
+		if v, ok := n.Labels[p.key]; !ok || v != p.value {
+			return ReasonSelector, nil
+		}
+	}
+	if n.Spec.Unschedulable {
+		return ReasonCordoned, nil
+	}
+	if taint := UntoleratedTaint(n.Spec.Taints, m.tolerations); taint != nil {
+		return ReasonTaint, taint
+	}
+	return "", nil
+}
+
+func (m *matcher) selectorString() string {
+	var b strings.Builder
+	for i, p := range m.selector {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(p.key)
+		b.WriteByte('=')
+		b.WriteString(p.value)
+	}
+	return b.String()
+}
+
+func (m *matcher) exclusion(node string, reason Reason, taint *corev1.Taint) Exclusion {
+	ex := Exclusion{Node: node, Reason: reason}
+	switch reason {
+	case ReasonSelector:
+		ex.Detail = "does not match nodeSelector " + m.selectorString()
+	case ReasonCordoned:
+		ex.Detail = "cordoned"
+	case ReasonTaint:
+		ex.Detail = "untolerated taint " + taint.ToString()
+	}
+	return ex
+}
+
+// maxTaintGroups bounds the distinct untolerated taints a tally tracks; more
+// are counted together.
+const maxTaintGroups = 8
+
+// maxNamedTaints is how many distinct taints a refusal names.
+const maxNamedTaints = 3
+
+type taintGroup struct {
+	taint *corev1.Taint
+	count int
+}
+
+// tally counts nodes by reason without allocating per node.
+type tally struct {
+	total, eligible, selector, cordoned, tainted int
+	groups                                       []taintGroup
+	otherTainted                                 int
+}
+
+func (t *tally) add(reason Reason, taint *corev1.Taint) {
+	switch reason {
+	case "":
+		t.eligible++
+	case ReasonSelector:
+		t.selector++
+	case ReasonCordoned:
+		t.cordoned++
+	case ReasonTaint:
+		t.tainted++
+		for i := range t.groups {
+			g := t.groups[i].taint
+			if g.Key == taint.Key && g.Value == taint.Value && g.Effect == taint.Effect {
+				t.groups[i].count++
+				return
+			}
+		}
+		if len(t.groups) < maxTaintGroups {
+			if t.groups == nil {
+				t.groups = make([]taintGroup, 0, maxTaintGroups)
+			}
+			t.groups = append(t.groups, taintGroup{taint: taint, count: 1})
+			return
+		}
+		t.otherTainted++
+	}
+}
+
+// message is the refusal text: "only 3 of 5 nodes are eligible
+// (nodeSelector disk=local excludes 1; 1 cordoned; 1 has untolerated taint
+// dedicated=db:NoSchedule)".
+func (t *tally) message(m *matcher) string {
+	var b strings.Builder
+	b.WriteString("only ")
+	b.WriteString(strconv.Itoa(t.eligible))
+	b.WriteString(" of ")
+	b.WriteString(strconv.Itoa(t.total))
+	if t.total == 1 {
+		b.WriteString(" node")
+	} else {
+		b.WriteString(" nodes")
+	}
+	if t.eligible == 1 {
+		b.WriteString(" is eligible")
+	} else {
+		b.WriteString(" are eligible")
+	}
+	var parts []string
+	if t.selector > 0 {
+		parts = append(parts, fmt.Sprintf("nodeSelector %s excludes %d", m.selectorString(), t.selector))
+	}
+	if t.cordoned > 0 {
+		parts = append(parts, fmt.Sprintf("%d cordoned", t.cordoned))
+	}
+	if t.tainted > 0 {
+		groups := slices.Clone(t.groups)
+		slices.SortStableFunc(groups, func(a, b taintGroup) int {
+			if a.count != b.count {
+				return b.count - a.count
+			}
+			return strings.Compare(a.taint.ToString(), b.taint.ToString())
+		})
+		other := t.otherTainted
+		for i, g := range groups {
+			if i >= maxNamedTaints {
+				other += g.count
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%d %s untolerated taint %s", g.count, hasHave(g.count), g.taint.ToString()))
+		}
+		if other > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s other untolerated taints", other, hasHave(other)))
+		}
+	}
+	if len(parts) > 0 {
+		b.WriteString(" (")
+		b.WriteString(strings.Join(parts, "; "))
+		b.WriteString(")")
+	}
+	return b.String()
+}
+
+func hasHave(n int) string {
+	if n == 1 {
+		return "has"
+	}
+	return "have"
+}
+
+// maxNamedNodes is how many node names a warning lists.
+const maxNamedNodes = 3
+
+func notReadyWarning(notReady []string, eligible int) string {
+	names := strings.Join(notReady[:min(len(notReady), maxNamedNodes)], ", ")
+	if len(notReady) > maxNamedNodes {
+		names += fmt.Sprintf(" and %d more", len(notReady)-maxNamedNodes)
+	}
+	verb := "are"
+	if len(notReady) == 1 {
+		verb = "is"
+	}
+	return fmt.Sprintf("%d of %d eligible nodes %s NotReady (%s): members placed there wait until their node is Ready",
+		len(notReady), eligible, verb, names)
 }
