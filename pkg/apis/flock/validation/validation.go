@@ -1,0 +1,604 @@
+// Package validation checks Flocks, in their internal form, for the registry:
+// field rules on create and update, immutable fields on update, and the rules
+// of status writes. Every error carries the exact field path it is about.
+package validation
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilvalidation "k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"flock.dev/flock/pkg/apis/flock"
+)
+
+const (
+	// MaxReplicas is the largest spec.replicas. Member ordinals run from 0 to
+	// replicas-1, so they have at most four digits.
+	MaxReplicas = 10000
+
+	// maxOrdinalSuffix is the length of "-<ordinal>" for the largest ordinal.
+	maxOrdinalSuffix = 5
+
+	// MaxNameLength is the longest Flock name. Member pods are named
+	// <name>-<ordinal>, and a pod name (which is also its hostname) must be a
+	// DNS-1123 label of at most 63 characters.
+	MaxNameLength = utilvalidation.DNS1123LabelMaxLength - maxOrdinalSuffix
+
+	// generatedSuffixLength is the number of random characters the API server
+	// appends to metadata.generateName.
+	generatedSuffixLength = 5
+
+	// MaxGenerateNameLength is the longest metadata.generateName: the
+	// generated name must still fit in MaxNameLength.
+	MaxGenerateNameLength = MaxNameLength - generatedSuffixLength
+)
+
+// Options tune validation to the server's configuration.
+type Options struct {
+	// AllowHostAccess lets the pod template use the host's network, PID and
+	// IPC namespaces, host ports and hostPath volumes. Only an explicit server
+	// flag sets it.
+	AllowHostAccess bool
+}
+
+var (
+	validRetentionPolicies = []flock.RetentionPolicyType{
+		flock.RetainRetentionPolicy, flock.DeleteRetentionPolicy,
+	}
+	validPodManagementPolicies = []flock.PodManagementPolicyType{
+		flock.OrderedReadyPodManagement, flock.ParallelPodManagement,
+	}
+	validUpdateStrategyTypes = []flock.FlockUpdateStrategyType{
+		flock.RollingUpdateFlockStrategyType, flock.OnDeleteFlockStrategyType,
+	}
+	validMemberRecoveryPolicies = []flock.MemberRecoveryPolicyType{
+		flock.WaitMemberRecovery, flock.ReassignMemberRecovery,
+	}
+)
+
+// ValidateFlockName checks a Flock's metadata.name (prefix false) or
+// metadata.generateName (prefix true). It is a ValidateNameFunc, usable as the
+// registry's name validation: the name must be a DNS-1123 label short enough
+// that every member pod name <name>-<ordinal> is a valid DNS-1123 label too.
+func ValidateFlockName(name string, prefix bool) []string {
+	limit := MaxNameLength
+	if prefix {
+		limit = MaxGenerateNameLength
+	}
+	var errs []string
+	if len(name) > limit {
+		if prefix {
+			errs = append(errs, fmt.Sprintf("must be no more than %d characters, so that generated names leave room for member pod names <name>-<ordinal>", limit))
+		} else {
+			errs = append(errs, fmt.Sprintf("must be no more than %d characters, so that member pod names <name>-<ordinal> are valid DNS labels", limit))
+		}
+	}
+	// The generic label check repeats the 63-character limit, which ours
+	// already covers with a clearer message.
+	generic := utilvalidation.MaxLenError(utilvalidation.DNS1123LabelMaxLength)
+	for _, msg := range apimachineryvalidation.NameIsDNSLabel(name, prefix) {
+		if msg != generic {
+			errs = append(errs, msg)
+		}
+	}
+	return errs
+}
+
+// ValidateFlock checks a Flock on create.
+func ValidateFlock(f *flock.Flock, opts Options) field.ErrorList {
+	allErrs := apimachineryvalidation.ValidateObjectMeta(&f.ObjectMeta, true, ValidateFlockName, field.NewPath("metadata"))
+	allErrs = append(allErrs, validateFlockSpec(f, nil, opts, field.NewPath("spec"))...)
+	return allErrs
+}
+
+// ValidateFlockUpdate checks an update of a Flock's metadata and spec. The
+// name is not checked again (it cannot change). selector, serviceName,
+// storage.volumeName and podManagementPolicy are immutable. Host access that
+// the old template already had may be kept, so that a Flock created while the
+// server allowed host access can still be scaled, updated and deleted; it
+// cannot be extended.
+func ValidateFlockUpdate(newF, oldF *flock.Flock, opts Options) field.ErrorList {
+	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&newF.ObjectMeta, &oldF.ObjectMeta, field.NewPath("metadata"))
+	specPath := field.NewPath("spec")
+	allErrs = append(allErrs, validateFlockSpec(newF, &oldF.Spec.Template, opts, specPath)...)
+
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newF.Spec.Selector, oldF.Spec.Selector, specPath.Child("selector"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newF.Spec.ServiceName, oldF.Spec.ServiceName, specPath.Child("serviceName"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newF.Spec.Storage.VolumeName, oldF.Spec.Storage.VolumeName, specPath.Child("storage", "volumeName"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newF.Spec.PodManagementPolicy, oldF.Spec.PodManagementPolicy, specPath.Child("podManagementPolicy"))...)
+	return allErrs
+}
+
+// ValidateFlockStatusUpdate checks a write of a Flock's status: counts,
+// members (the durable ordinal-to-node map) and conditions.
+func ValidateFlockStatusUpdate(newF, oldF *flock.Flock) field.ErrorList {
+	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&newF.ObjectMeta, &oldF.ObjectMeta, field.NewPath("metadata"))
+	allErrs = append(allErrs, validateFlockStatus(newF, field.NewPath("status"))...)
+	return allErrs
+}
+
+// validateFlockSpec checks f.Spec. oldTemplate is the template before an
+// update, nil on create.
+func validateFlockSpec(f *flock.Flock, oldTemplate *corev1.PodTemplateSpec, opts Options, fldPath *field.Path) field.ErrorList {
+	spec := &f.Spec
+	var allErrs field.ErrorList
+
+	// replicas is known (and in range) when the checks that depend on it can run.
+	replicas, replicasKnown := int32(0), false
+	replicasPath := fldPath.Child("replicas")
+	switch {
+	case spec.Replicas == nil:
+		allErrs = append(allErrs, field.Required(replicasPath, ""))
+	case *spec.Replicas < 0:
+		allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(int64(*spec.Replicas), replicasPath)...)
+	case *spec.Replicas > MaxReplicas:
+		allErrs = append(allErrs, field.Invalid(replicasPath, *spec.Replicas,
+			fmt.Sprintf("must be no more than %d, so that member pod names <name>-<ordinal> stay valid DNS labels", MaxReplicas)))
+	default:
+		replicas, replicasKnown = *spec.Replicas, true
+	}
+
+	allErrs = append(allErrs, validateSelector(spec, fldPath)...)
+
+	snPath := fldPath.Child("serviceName")
+	if spec.ServiceName == "" {
+		// Empty only while the name is not known yet; the registry fills it.
+		if f.Name != "" && f.GenerateName == "" {
+			allErrs = append(allErrs, field.Required(snPath, "the name of the Flock's headless Service; defaults to metadata.name"))
+		}
+	} else {
+		for _, msg := range utilvalidation.IsDNS1123Label(spec.ServiceName) {
+			allErrs = append(allErrs, field.Invalid(snPath, spec.ServiceName, msg))
+		}
+	}
+
+	allErrs = append(allErrs, validatePlacement(&spec.Placement, replicas, replicasKnown, fldPath.Child("placement"))...)
+	allErrs = append(allErrs, validateStorage(&spec.Storage, fldPath.Child("storage"))...)
+	allErrs = append(allErrs, validateEnum(spec.PodManagementPolicy, validPodManagementPolicies, fldPath.Child("podManagementPolicy"))...)
+	allErrs = append(allErrs, validateUpdateStrategy(&spec.UpdateStrategy, replicas, replicasKnown, fldPath.Child("updateStrategy"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(int64(spec.MinReadySeconds), fldPath.Child("minReadySeconds"))...)
+	allErrs = append(allErrs, validateMemberRecovery(&spec.MemberRecovery, fldPath.Child("memberRecovery"))...)
+	if spec.RevisionHistoryLimit != nil {
+		allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(int64(*spec.RevisionHistoryLimit), fldPath.Child("revisionHistoryLimit"))...)
+	}
+	allErrs = append(allErrs, validateTemplate(spec, oldTemplate, opts, fldPath.Child("template"))...)
+	return allErrs
+}
+
+func validateSelector(spec *flock.FlockSpec, fldPath *field.Path) field.ErrorList {
+	selPath := fldPath.Child("selector")
+	if spec.Selector == nil {
+		return field.ErrorList{field.Required(selPath, "")}
+	}
+	allErrs := metav1validation.ValidateLabelSelector(spec.Selector, metav1validation.LabelSelectorValidationOptions{}, selPath)
+	if len(spec.Selector.MatchLabels)+len(spec.Selector.MatchExpressions) == 0 {
+		return append(allErrs, field.Invalid(selPath, spec.Selector, "empty selector is invalid for a Flock"))
+	}
+	if len(allErrs) != 0 {
+		return allErrs
+	}
+	selector, err := metav1.LabelSelectorAsSelector(spec.Selector)
+	if err != nil {
+		return append(allErrs, field.Invalid(selPath, spec.Selector, err.Error()))
+	}
+	if !selector.Matches(labels.Set(spec.Template.Labels)) {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("template", "metadata", "labels"), spec.Template.Labels,
+			"`selector` does not match template `labels`"))
+	}
+	return allErrs
+}
+
+func validatePlacement(p *flock.FlockPlacement, replicas int32, replicasKnown bool, fldPath *field.Path) field.ErrorList {
+	allErrs := metav1validation.ValidateLabels(p.NodeSelector, fldPath.Child("nodeSelector"))
+
+	nodesPath := fldPath.Child("nodes")
+	first := make(map[string]int, len(p.Nodes))
+	for i, node := range p.Nodes {
+		idxPath := nodesPath.Index(i)
+		if node == "" {
+			allErrs = append(allErrs, field.Required(idxPath, "a node name"))
+			continue
+		}
+		for _, msg := range utilvalidation.IsDNS1123Subdomain(node) {
+			allErrs = append(allErrs, field.Invalid(idxPath, node, msg))
+		}
+		if j, dup := first[node]; dup {
+			allErrs = append(allErrs, duplicate(idxPath, node,
+				fmt.Sprintf("already listed as nodes[%d]; two members of a Flock never share a node", j)))
+			continue
+		}
+		first[node] = i
+	}
+	if len(p.Nodes) > 0 && replicasKnown && len(p.Nodes) < int(replicas) {
+		allErrs = append(allErrs, field.Invalid(nodesPath, p.Nodes,
+			fmt.Sprintf("must list at least spec.replicas nodes (%d), but lists %d", replicas, len(p.Nodes))))
+	}
+	return allErrs
+}
+
+func validateStorage(s *flock.FlockStorage, fldPath *field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	vnPath := fldPath.Child("volumeName")
+	if s.VolumeName == "" {
+		allErrs = append(allErrs, field.Required(vnPath, ""))
+	} else {
+		for _, msg := range utilvalidation.IsDNS1123Label(s.VolumeName) {
+			allErrs = append(allErrs, field.Invalid(vnPath, s.VolumeName, msg))
+		}
+	}
+	retPath := fldPath.Child("retention")
+	allErrs = append(allErrs, validateEnum(s.Retention.WhenDeleted, validRetentionPolicies, retPath.Child("whenDeleted"))...)
+	allErrs = append(allErrs, validateEnum(s.Retention.WhenScaled, validRetentionPolicies, retPath.Child("whenScaled"))...)
+	return allErrs
+}
+
+func validateUpdateStrategy(us *flock.FlockUpdateStrategy, replicas int32, replicasKnown bool, fldPath *field.Path) field.ErrorList {
+	allErrs := validateEnum(us.Type, validUpdateStrategyTypes, fldPath.Child("type"))
+	ru := us.RollingUpdate
+	if ru == nil {
+		return allErrs
+	}
+	ruPath := fldPath.Child("rollingUpdate")
+	if us.Type == flock.OnDeleteFlockStrategyType {
+		return append(allErrs, field.Forbidden(ruPath,
+			fmt.Sprintf("may only be set when updateStrategy.type is '%s'", flock.RollingUpdateFlockStrategyType)))
+	}
+	if ru.Partition != nil {
+		pPath := ruPath.Child("partition")
+		switch {
+		case *ru.Partition < 0:
+			allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(int64(*ru.Partition), pPath)...)
+		case replicasKnown && *ru.Partition > replicas:
+			allErrs = append(allErrs, field.Invalid(pPath, *ru.Partition,
+				fmt.Sprintf("must be no more than spec.replicas (%d)", replicas)))
+		}
+	}
+	if ru.MaxUnavailable != nil {
+		allErrs = append(allErrs, validateMaxUnavailable(*ru.MaxUnavailable, ruPath.Child("maxUnavailable"))...)
+	}
+	return allErrs
+}
+
+// validateMaxUnavailable accepts an integer of at least 1 or a percentage
+// from 1% to 100%.
+func validateMaxUnavailable(v intstr.IntOrString, fldPath *field.Path) field.ErrorList {
+	switch v.Type {
+	case intstr.Int:
+		if v.IntVal < 1 {
+			return field.ErrorList{field.Invalid(fldPath, v.IntVal, "must be at least 1")}
+		}
+	case intstr.String:
+		if len(utilvalidation.IsValidPercent(v.StrVal)) != 0 {
+			return field.ErrorList{field.Invalid(fldPath, v.StrVal, "must be an integer or a percentage such as '25%'")}
+		}
+		if n, err := strconv.Atoi(strings.TrimSuffix(v.StrVal, "%")); err != nil || n < 1 || n > 100 {
+			return field.ErrorList{field.Invalid(fldPath, v.StrVal, "must be a percentage from 1% to 100%")}
+		}
+	default:
+		return field.ErrorList{field.Invalid(fldPath, v, "must be an integer or a percentage such as '25%'")}
+	}
+	return nil
+}
+
+func validateMemberRecovery(mr *flock.MemberRecovery, fldPath *field.Path) field.ErrorList {
+	allErrs := validateEnum(mr.Policy, validMemberRecoveryPolicies, fldPath.Child("policy"))
+	asPath := fldPath.Child("afterSeconds")
+	switch mr.Policy {
+	case flock.ReassignMemberRecovery:
+		if mr.AfterSeconds == nil {
+			allErrs = append(allErrs, field.Required(asPath, fmt.Sprintf("required when policy is '%s'", flock.ReassignMemberRecovery)))
+		} else if *mr.AfterSeconds <= 0 {
+			allErrs = append(allErrs, field.Invalid(asPath, *mr.AfterSeconds, "must be greater than 0"))
+		}
+	case flock.WaitMemberRecovery:
+		if mr.AfterSeconds != nil {
+			allErrs = append(allErrs, field.Forbidden(asPath, fmt.Sprintf("may only be set when policy is '%s'", flock.ReassignMemberRecovery)))
+		}
+	}
+	return allErrs
+}
+
+// validateTemplate checks what the controller relies on in the pod template,
+// and the security rules. It is not a full pod validation: the core cluster
+// validates each member pod when the controller creates it.
+func validateTemplate(spec *flock.FlockSpec, old *corev1.PodTemplateSpec, opts Options, fldPath *field.Path) field.ErrorList {
+	t := &spec.Template
+	metaPath := fldPath.Child("metadata")
+	allErrs := metav1validation.ValidateLabels(t.Labels, metaPath.Child("labels"))
+	allErrs = append(allErrs, apimachineryvalidation.ValidateAnnotations(t.Annotations, metaPath.Child("annotations"))...)
+
+	specPath := fldPath.Child("spec")
+	ps := &t.Spec
+
+	// Containers: names are unique across init and regular containers.
+	names := map[string]*field.Path{}
+	allErrs = append(allErrs, validateContainers(ps.InitContainers, specPath.Child("initContainers"), names)...)
+	if len(ps.Containers) == 0 {
+		allErrs = append(allErrs, field.Required(specPath.Child("containers"), "at least one container is required"))
+	}
+	allErrs = append(allErrs, validateContainers(ps.Containers, specPath.Child("containers"), names)...)
+	if len(ps.EphemeralContainers) != 0 {
+		allErrs = append(allErrs, field.Forbidden(specPath.Child("ephemeralContainers"), "cannot be set in a pod template"))
+	}
+
+	if ps.NodeName != "" {
+		allErrs = append(allErrs, field.Forbidden(specPath.Child("nodeName"),
+			"the Flock controller pins each member to its node; use spec.placement to choose nodes"))
+	}
+	if ps.RestartPolicy != "" && ps.RestartPolicy != corev1.RestartPolicyAlways {
+		allErrs = append(allErrs, field.NotSupported(specPath.Child("restartPolicy"), ps.RestartPolicy,
+			[]corev1.RestartPolicy{corev1.RestartPolicyAlways}))
+	}
+	if ps.ActiveDeadlineSeconds != nil {
+		allErrs = append(allErrs, field.Forbidden(specPath.Child("activeDeadlineSeconds"), "members run until they are removed"))
+	}
+
+	// Volumes: the managed data volume's name is reserved.
+	volPath := specPath.Child("volumes")
+	volumes := make(map[string]int, len(ps.Volumes))
+	for i := range ps.Volumes {
+		v := &ps.Volumes[i]
+		namePath := volPath.Index(i).Child("name")
+		switch {
+		case v.Name == "":
+			allErrs = append(allErrs, field.Required(namePath, ""))
+		case spec.Storage.VolumeName != "" && v.Name == spec.Storage.VolumeName:
+			allErrs = append(allErrs, field.Invalid(namePath, v.Name,
+				"must not be spec.storage.volumeName: the Flock controller adds that volume (the member's data directory) to every member"))
+		default:
+			for _, msg := range utilvalidation.IsDNS1123Label(v.Name) {
+				allErrs = append(allErrs, field.Invalid(namePath, v.Name, msg))
+			}
+			if j, dup := volumes[v.Name]; dup {
+				allErrs = append(allErrs, duplicate(namePath, v.Name, fmt.Sprintf("already the name of volumes[%d]", j)))
+			} else {
+				volumes[v.Name] = i
+			}
+		}
+	}
+
+	// Volume mounts refer to a template volume or to the data volume.
+	for _, cs := range []struct {
+		list []corev1.Container
+		path *field.Path
+	}{
+		{ps.InitContainers, specPath.Child("initContainers")},
+		{ps.Containers, specPath.Child("containers")},
+	} {
+		for i := range cs.list {
+			for j, m := range cs.list[i].VolumeMounts {
+				if _, ok := volumes[m.Name]; ok || (m.Name != "" && m.Name == spec.Storage.VolumeName) {
+					continue
+				}
+				e := field.NotFound(cs.path.Index(i).Child("volumeMounts").Index(j).Child("name"), m.Name)
+				e.Detail = "must be the name of a volume in spec.template.spec.volumes or spec.storage.volumeName"
+				allErrs = append(allErrs, e)
+			}
+		}
+	}
+
+	if !opts.AllowHostAccess {
+		allErrs = append(allErrs, validateNoHostAccess(ps, old, specPath)...)
+	}
+	return allErrs
+}
+
+func validateContainers(containers []corev1.Container, fldPath *field.Path, names map[string]*field.Path) field.ErrorList {
+	var allErrs field.ErrorList
+	for i := range containers {
+		c := &containers[i]
+		idxPath := fldPath.Index(i)
+		namePath := idxPath.Child("name")
+		if c.Name == "" {
+			allErrs = append(allErrs, field.Required(namePath, ""))
+		} else {
+			for _, msg := range utilvalidation.IsDNS1123Label(c.Name) {
+				allErrs = append(allErrs, field.Invalid(namePath, c.Name, msg))
+			}
+			if firstPath, dup := names[c.Name]; dup {
+				allErrs = append(allErrs, duplicate(namePath, c.Name, "already the name of "+firstPath.String()))
+			} else {
+				names[c.Name] = namePath
+			}
+		}
+		imagePath := idxPath.Child("image")
+		if c.Image == "" {
+			allErrs = append(allErrs, field.Required(imagePath, ""))
+		} else if strings.TrimSpace(c.Image) != c.Image {
+			allErrs = append(allErrs, field.Invalid(imagePath, c.Image, "must not have leading or trailing whitespace"))
+		}
+	}
+	return allErrs
+}
+
+const hostAccessHint = "members use the pod network and keep their data in the managed data volume; host access needs a server started with host access allowed"
+
+// validateNoHostAccess forbids the host's namespaces, host ports and hostPath
+// volumes. On update (old != nil) what the old template already had may be
+// kept unchanged.
+func validateNoHostAccess(ps *corev1.PodSpec, old *corev1.PodTemplateSpec, specPath *field.Path) field.ErrorList {
+	var oldSpec corev1.PodSpec
+	if old != nil {
+		oldSpec = old.Spec
+	}
+	var allErrs field.ErrorList
+	for _, ns := range []struct {
+		name     string
+		new, old bool
+	}{
+		{"hostNetwork", ps.HostNetwork, oldSpec.HostNetwork},
+		{"hostPID", ps.HostPID, oldSpec.HostPID},
+		{"hostIPC", ps.HostIPC, oldSpec.HostIPC},
+	} {
+		if ns.new && !ns.old {
+			allErrs = append(allErrs, field.Forbidden(specPath.Child(ns.name), "not allowed: "+hostAccessHint))
+		}
+	}
+
+	for i := range ps.Volumes {
+		v := &ps.Volumes[i]
+		if v.HostPath == nil || hasHostPathVolume(&oldSpec, v) {
+			continue
+		}
+		allErrs = append(allErrs, field.Forbidden(specPath.Child("volumes").Index(i).Child("hostPath"),
+			"hostPath volumes are not allowed: "+hostAccessHint))
+	}
+
+	oldHostPorts := map[corev1.ContainerPort]bool{}
+	for _, cs := range [][]corev1.Container{oldSpec.InitContainers, oldSpec.Containers} {
+		for i := range cs {
+			for _, p := range cs[i].Ports {
+				if p.HostPort != 0 {
+					oldHostPorts[hostPortKey(p)] = true
+				}
+			}
+		}
+	}
+	for _, cs := range []struct {
+		list []corev1.Container
+		path *field.Path
+	}{
+		{ps.InitContainers, specPath.Child("initContainers")},
+		{ps.Containers, specPath.Child("containers")},
+	} {
+		for i := range cs.list {
+			for j, p := range cs.list[i].Ports {
+				if p.HostPort == 0 || oldHostPorts[hostPortKey(p)] {
+					continue
+				}
+				allErrs = append(allErrs, field.Forbidden(cs.path.Index(i).Child("ports").Index(j).Child("hostPort"),
+					"host ports are not allowed: "+hostAccessHint))
+			}
+		}
+	}
+	return allErrs
+}
+
+// hostPortKey identifies a host port binding.
+func hostPortKey(p corev1.ContainerPort) corev1.ContainerPort {
+	return corev1.ContainerPort{HostPort: p.HostPort, HostIP: p.HostIP, Protocol: p.Protocol}
+}
+
+// hasHostPathVolume reports whether spec has a volume equal to v (same name,
+// same hostPath).
+func hasHostPathVolume(spec *corev1.PodSpec, v *corev1.Volume) bool {
+	for i := range spec.Volumes {
+		o := &spec.Volumes[i]
+		if o.Name == v.Name && o.HostPath != nil && apiequality.Semantic.DeepEqual(o.HostPath, v.HostPath) {
+			return true
+		}
+	}
+	return false
+}
+
+func validateFlockStatus(f *flock.Flock, fldPath *field.Path) field.ErrorList {
+	s := &f.Status
+	var allErrs field.ErrorList
+	allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(s.ObservedGeneration, fldPath.Child("observedGeneration"))...)
+	for _, c := range []struct {
+		name  string
+		value int32
+	}{
+		{"replicas", s.Replicas},
+		{"readyReplicas", s.ReadyReplicas},
+		{"availableReplicas", s.AvailableReplicas},
+		{"currentReplicas", s.CurrentReplicas},
+		{"updatedReplicas", s.UpdatedReplicas},
+	} {
+		allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(int64(c.value), fldPath.Child(c.name))...)
+		if c.name != "replicas" && s.Replicas >= 0 && c.value > s.Replicas {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child(c.name), c.value, "must be no more than status.replicas"))
+		}
+	}
+	if s.ReadyReplicas >= 0 && s.AvailableReplicas > s.ReadyReplicas {
+		allErrs = append(allErrs, field.Invalid(fldPath.Child("availableReplicas"), s.AvailableReplicas, "must be no more than status.readyReplicas"))
+	}
+
+	if s.Selector != "" {
+		if _, err := labels.Parse(s.Selector); err != nil {
+			allErrs = append(allErrs, field.Invalid(fldPath.Child("selector"), s.Selector, err.Error()))
+		}
+	}
+
+	membersPath := fldPath.Child("members")
+	ordinals := make(map[int32]int, len(s.Members))
+	nodes := make(map[string]int32, len(s.Members))
+	for i := range s.Members {
+		m := &s.Members[i]
+		idxPath := membersPath.Index(i)
+
+		ordPath := idxPath.Child("ordinal")
+		ordinalOK := false
+		switch {
+		case m.Ordinal < 0:
+			allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(int64(m.Ordinal), ordPath)...)
+		case m.Ordinal >= MaxReplicas:
+			allErrs = append(allErrs, field.Invalid(ordPath, m.Ordinal, fmt.Sprintf("must be less than %d", MaxReplicas)))
+		default:
+			if j, dup := ordinals[m.Ordinal]; dup {
+				allErrs = append(allErrs, duplicate(ordPath, m.Ordinal, fmt.Sprintf("already the ordinal of members[%d]", j)))
+			} else {
+				ordinals[m.Ordinal] = i
+				ordinalOK = true
+			}
+		}
+
+		nodePath := idxPath.Child("node")
+		if m.Node == "" {
+			allErrs = append(allErrs, field.Required(nodePath, "the node this member is assigned to"))
+		} else {
+			for _, msg := range utilvalidation.IsDNS1123Subdomain(m.Node) {
+				allErrs = append(allErrs, field.Invalid(nodePath, m.Node, msg))
+			}
+			if other, dup := nodes[m.Node]; dup {
+				allErrs = append(allErrs, duplicate(nodePath, m.Node,
+					fmt.Sprintf("member %d is already on this node; two members of a Flock never share a node", other)))
+			} else {
+				nodes[m.Node] = m.Ordinal
+			}
+		}
+
+		if m.Pod != "" && ordinalOK {
+			if want := fmt.Sprintf("%s-%d", f.Name, m.Ordinal); m.Pod != want {
+				allErrs = append(allErrs, field.Invalid(idxPath.Child("pod"), m.Pod, fmt.Sprintf("must be %q (<name>-<ordinal>)", want)))
+			}
+		}
+		if m.Hostname != "" {
+			for _, msg := range utilvalidation.IsDNS1123Subdomain(m.Hostname) {
+				allErrs = append(allErrs, field.Invalid(idxPath.Child("hostname"), m.Hostname, msg))
+			}
+		}
+	}
+
+	allErrs = append(allErrs, metav1validation.ValidateConditions(s.Conditions, fldPath.Child("conditions"))...)
+	return allErrs
+}
+
+// validateEnum requires v to be one of valid.
+func validateEnum[T ~string](v T, valid []T, fldPath *field.Path) field.ErrorList {
+	if v == "" {
+		return field.ErrorList{field.Required(fldPath, "")}
+	}
+	if !slices.Contains(valid, v) {
+		return field.ErrorList{field.NotSupported(fldPath, v, valid)}
+	}
+	return nil
+}
+
+// duplicate is field.Duplicate with an explanation.
+func duplicate(fldPath *field.Path, value interface{}, detail string) *field.Error {
+	e := field.Duplicate(fldPath, value)
+	e.Detail = detail
+	return e
+}
