@@ -3,12 +3,14 @@ package validation
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/randfill"
 
 	"flock.dev/flock/pkg/apis/flock"
 	"flock.dev/flock/pkg/apis/flock/install"
@@ -648,5 +650,24 @@ func TestValidateFlockStatusUpdate(t *testing.T) {
 			tc.mutate(f)
 			checkErrors(t, ValidateFlockStatusUpdate(f, old), tc.want)
 		})
+	}
+}
+
+// TestValidateRandomFlocks feeds random Flocks (nil pointers, unknown enum
+// values, IntOrStrings of either type...) to every entry point: validation
+// must report errors, never panic, since a panic would be a 500.
+func TestValidateRandomFlocks(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	filler := randfill.NewWithSeed(seed).NilChance(.3).NumElements(0, 3)
+	for i := 0; i < 300; i++ {
+		f, old := &flock.Flock{}, &flock.Flock{}
+		filler.Fill(f)
+		filler.Fill(old)
+		for _, opts := range []Options{{}, {AllowHostAccess: true}} {
+			_ = ValidateFlock(f, opts)
+			_ = ValidateFlockUpdate(f, old, opts)
+		}
+		_ = ValidateFlockStatusUpdate(f, old)
 	}
 }
