@@ -1,0 +1,102 @@
+package flock
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+)
+
+// MemberControl is how the reconcile logic reads and writes the pods and
+// Services of Flocks in the core cluster: reads come from the informers'
+// caches, writes go through the clientset with the field manager
+// "flock-controller". Objects returned by the Get methods come from a cache
+// and must not be modified. Tests use a fake with error injection.
+type MemberControl interface {
+	// GetPod returns a pod from the cache.
+	GetPod(namespace, name string) (*corev1.Pod, error)
+	// CreatePod creates pod.
+	CreatePod(ctx context.Context, pod *corev1.Pod) error
+	// UpdatePod updates pod (a copy the caller owns).
+	UpdatePod(ctx context.Context, pod *corev1.Pod) error
+	// DeletePod deletes pod, on the precondition that its UID is still
+	// pod.UID, so that a pod recreated under the same name is never deleted
+	// by mistake.
+	DeletePod(ctx context.Context, pod *corev1.Pod) error
+	// PatchPod applies a strategic merge patch to a pod (adoption, release).
+	PatchPod(ctx context.Context, namespace, name string, patch []byte) error
+
+	// GetService returns a Service from the cache.
+	GetService(namespace, name string) (*corev1.Service, error)
+	// CreateService creates svc.
+	CreateService(ctx context.Context, svc *corev1.Service) error
+	// UpdateService updates svc (a copy the caller owns).
+	UpdateService(ctx context.Context, svc *corev1.Service) error
+	// PatchService applies a strategic merge patch to a Service (adoption).
+	PatchService(ctx context.Context, namespace, name string, patch []byte) error
+}
+
+// NewMemberControl returns the MemberControl that writes through client
+// and reads through the listers.
+func NewMemberControl(client kubernetes.Interface, podLister corelisters.PodLister, serviceLister corelisters.ServiceLister) MemberControl {
+	return &realMemberControl{client: client, podLister: podLister, serviceLister: serviceLister}
+}
+
+type realMemberControl struct {
+	client        kubernetes.Interface
+	podLister     corelisters.PodLister
+	serviceLister corelisters.ServiceLister
+}
+
+var _ MemberControl = &realMemberControl{}
+
+func (c *realMemberControl) GetPod(namespace, name string) (*corev1.Pod, error) {
+	return c.podLister.Pods(namespace).Get(name)
+}
+
+func (c *realMemberControl) CreatePod(ctx context.Context, pod *corev1.Pod) error {
+	_, err := c.client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: FieldManager})
+	return err
+}
+
+func (c *realMemberControl) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
+	_, err := c.client.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{FieldManager: FieldManager})
+	return err
+}
+
+func (c *realMemberControl) DeletePod(ctx context.Context, pod *corev1.Pod) error {
+	uid := pod.UID
+	err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (c *realMemberControl) PatchPod(ctx context.Context, namespace, name string, patch []byte) error {
+	_, err := c.client.CoreV1().Pods(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	return err
+}
+
+func (c *realMemberControl) GetService(namespace, name string) (*corev1.Service, error) {
+	return c.serviceLister.Services(namespace).Get(name)
+}
+
+func (c *realMemberControl) CreateService(ctx context.Context, svc *corev1.Service) error {
+	_, err := c.client.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{FieldManager: FieldManager})
+	return err
+}
+
+func (c *realMemberControl) UpdateService(ctx context.Context, svc *corev1.Service) error {
+	_, err := c.client.CoreV1().Services(svc.Namespace).Update(ctx, svc, metav1.UpdateOptions{FieldManager: FieldManager})
+	return err
+}
+
+func (c *realMemberControl) PatchService(ctx context.Context, namespace, name string, patch []byte) error {
+	_, err := c.client.CoreV1().Services(namespace).Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+	return err
+}

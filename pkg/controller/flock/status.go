@@ -1,0 +1,467 @@
+package flock
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/pkg/placement"
+)
+
+// MemberState classifies one member (ordinal < replicas) for status
+// messages and the members-by-state metric. Every member has exactly one.
+type MemberState string
+
+// Member states.
+const (
+	// MemberReady: its pod is Running and Ready.
+	MemberReady MemberState = "Ready"
+	// MemberNotReady: its pod exists and is not (yet) Running and Ready.
+	MemberNotReady MemberState = "NotReady"
+	// MemberMissing: it has a node and no pod yet.
+	MemberMissing MemberState = "Missing"
+	// MemberBlocked: it cannot run, e.g. its node is gone, cordoned or
+	// NotReady, or its pod name is taken by a pod the Flock does not own.
+	MemberBlocked MemberState = "Blocked"
+	// MemberUnplaced: no node could be assigned to it.
+	MemberUnplaced MemberState = "Unplaced"
+)
+
+// AllMemberStates lists the member states in a fixed order.
+var AllMemberStates = []MemberState{MemberReady, MemberNotReady, MemberMissing, MemberBlocked, MemberUnplaced}
+
+// Reasons of conditions and of blocked members.
+const (
+	ReasonMembersAvailable   = "MembersAvailable"
+	ReasonMembersUnavailable = "MembersUnavailable"
+	ReasonCreatingMembers    = "CreatingMembers"
+	ReasonScalingDown        = "ScalingDown"
+	ReasonComplete           = "Complete"
+	ReasonNoneBlocked        = "NoneBlocked"
+	ReasonNodeGone           = "NodeGone"
+	ReasonNodeCordoned       = "NodeCordoned"
+	ReasonNodeNotReady       = "NodeNotReady"
+	ReasonNodeTainted        = "NodeTainted"
+	ReasonUnschedulable      = "Unschedulable"
+	ReasonPodNameTaken       = "PodNameTaken"
+	ReasonUnplaceable        = "Unplaceable"
+	ReasonServiceCreated     = "ServiceCreated"
+	ReasonServiceReady       = "ServiceReady"
+	ReasonServiceNotOwned    = "ServiceNotOwned"
+	ReasonServiceNotHeadless = "ServiceNotHeadless"
+	ReasonServiceMissing     = "ServiceMissing"
+)
+
+// blockage says why a member cannot run.
+type blockage struct {
+	Reason  string
+	Message string
+}
+
+// podReadyCondition returns the Ready condition of a pod, or nil.
+func podReadyCondition(pod *corev1.Pod) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == corev1.PodReady {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func isTerminating(pod *corev1.Pod) bool { return pod.DeletionTimestamp != nil }
+
+func isTerminal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
+}
+
+// isRunningAndReady: Running, Ready and not being deleted.
+func isRunningAndReady(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning || isTerminating(pod) {
+		return false
+	}
+	c := podReadyCondition(pod)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+// availableAfter returns how long until a Running and Ready pod has been
+// Ready for minReadySeconds (<= 0: it is available), and false when the pod
+// is not Running and Ready.
+func availableAfter(pod *corev1.Pod, minReadySeconds int32, now time.Time) (time.Duration, bool) {
+	if !isRunningAndReady(pod) {
+		return 0, false
+	}
+	if minReadySeconds <= 0 {
+		return 0, true
+	}
+	since := podReadyCondition(pod).LastTransitionTime.Time
+	return since.Add(time.Duration(minReadySeconds) * time.Second).Sub(now), true
+}
+
+// isAvailable: Running and Ready for at least minReadySeconds.
+func isAvailable(pod *corev1.Pod, minReadySeconds int32, now time.Time) bool {
+	d, ok := availableAfter(pod, minReadySeconds, now)
+	return ok && d <= 0
+}
+
+// isNodeReady reports whether a node's Ready condition is True.
+func isNodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// memberBlockage says why member m, whose pod is pod (nil: none), cannot
+// run on its node (nil: the node object is gone), or returns nil. A member
+// whose pod is Ready is never blocked: a cordon or a taint does not stop a
+// running pod. tolerations are the template's.
+func memberBlockage(m v1alpha1.FlockMember, pod *corev1.Pod, node *corev1.Node, tolerations []corev1.Toleration) *blockage {
+	if pod != nil && isRunningAndReady(pod) {
+		return nil
+	}
+	waits := fmt.Sprintf("member %d waits for node %s", m.Ordinal, m.Node)
+	if node == nil {
+		return &blockage{ReasonNodeGone, waits + ", which is gone"}
+	}
+	if !isNodeReady(node) {
+		return &blockage{ReasonNodeNotReady, waits + ", which is NotReady"}
+	}
+	scheduled := pod != nil && pod.Spec.NodeName != ""
+	if !scheduled {
+		if node.Spec.Unschedulable {
+			return &blockage{ReasonNodeCordoned, waits + ", which is cordoned"}
+		}
+		if ok, ex := placement.IsEligible(node, placement.Requirement{Tolerations: tolerations}); !ok && ex.Reason == placement.ReasonTaint {
+			msg := waits + ", which has a taint the template does not tolerate"
+			if ex.Detail != "" {
+				msg = waits + ", which " + ex.Detail
+			}
+			return &blockage{ReasonNodeTainted, msg}
+		}
+	}
+	if pod != nil && !scheduled {
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return &blockage{ReasonUnschedulable, fmt.Sprintf("member %d cannot be scheduled on node %s: %s", m.Ordinal, m.Node, c.Message)}
+			}
+		}
+	}
+	return nil
+}
+
+// unplacedBlockage says why ordinal could not be given a node. nodes are
+// the cluster's nodes by name, members the recorded members by ordinal.
+func unplacedBlockage(f *v1alpha1.Flock, ordinal int32, nodes map[string]*corev1.Node, members map[int32]v1alpha1.FlockMember) blockage {
+	if int(ordinal) < len(f.Spec.Placement.Nodes) {
+		name := f.Spec.Placement.Nodes[ordinal]
+		prefix := fmt.Sprintf("member %d cannot be placed on node %s (spec.placement.nodes[%d])", ordinal, name, ordinal)
+		for _, m := range sortedMembers(members) {
+			if m.Node == name {
+				return blockage{ReasonUnplaceable, fmt.Sprintf("%s: the node holds member %d", prefix, m.Ordinal)}
+			}
+		}
+		node, ok := nodes[name]
+		if !ok {
+			return blockage{ReasonUnplaceable, prefix + ": no such node"}
+		}
+		if ok, ex := placement.IsEligible(node, requirementOf(f)); !ok {
+			detail := string(ex.Reason)
+			if ex.Detail != "" {
+				detail = ex.Detail
+			}
+			return blockage{ReasonUnplaceable, fmt.Sprintf("%s: the node is not eligible (%s)", prefix, detail)}
+		}
+		return blockage{ReasonUnplaceable, prefix}
+	}
+	return blockage{ReasonUnplaceable, fmt.Sprintf("member %d cannot be placed: no eligible node is free of this Flock's members", ordinal)}
+}
+
+// requirementOf returns the placement requirement of a Flock.
+func requirementOf(f *v1alpha1.Flock) placement.Requirement {
+	return placement.Requirement{
+		Replicas:     replicasOf(f),
+		NodeSelector: f.Spec.Placement.NodeSelector,
+		Nodes:        f.Spec.Placement.Nodes,
+		Tolerations:  f.Spec.Template.Spec.Tolerations,
+	}
+}
+
+// sortedMembers returns members in ordinal order.
+func sortedMembers(members map[int32]v1alpha1.FlockMember) []v1alpha1.FlockMember {
+	out := make([]v1alpha1.FlockMember, 0, len(members))
+	for _, m := range members {
+		out = append(out, m)
+	}
+	slices.SortFunc(out, func(a, b v1alpha1.FlockMember) int { return int(a.Ordinal) - int(b.Ordinal) })
+	return out
+}
+
+// statusInput is everything computeStatus needs; it is gathered by the
+// reconcile logic from the caches at the start of a sync.
+type statusInput struct {
+	Flock *v1alpha1.Flock
+	// Members are the recorded members, by ordinal.
+	Members map[int32]v1alpha1.FlockMember
+	// Pods are the Flock's own pods, by ordinal.
+	Pods map[int32]*corev1.Pod
+	// Blocked says why members cannot run, by ordinal.
+	Blocked map[int32]blockage
+	// Remove are members (ordinal -> node) to drop from status: scaled
+	// down, and their pods are gone.
+	Remove map[int32]string
+	// UpdateRevision is the revision of the current template.
+	UpdateRevision string
+	// ClusterDomain is for the members' FQDNs.
+	ClusterDomain string
+	// ServiceCondition is the ServiceReady condition.
+	ServiceCondition metav1.Condition
+	Now              time.Time
+}
+
+// computeStatus returns the status of a Flock from what the controller
+// observed, and the number of members (ordinals < replicas) in each state.
+// It starts from in.Flock's status so that condition transition times are
+// kept when a condition does not change.
+func computeStatus(in statusInput) (v1alpha1.FlockStatus, map[MemberState]int) {
+	f := in.Flock
+	replicas := replicasOf(f)
+	minReady := f.Spec.MinReadySeconds
+	status := *f.Status.DeepCopy()
+	status.ObservedGeneration = f.Generation
+	status.UpdateRevision = in.UpdateRevision
+	if sel, err := metav1.LabelSelectorAsSelector(f.Spec.Selector); err == nil {
+		status.Selector = sel.String()
+	}
+
+	// Counters over every pod of the Flock, condemned ones included.
+	status.Replicas, status.ReadyReplicas, status.AvailableReplicas = 0, 0, 0
+	for _, pod := range in.Pods {
+		status.Replicas++
+		if isRunningAndReady(pod) {
+			status.ReadyReplicas++
+			if isAvailable(pod, minReady, in.Now) {
+				status.AvailableReplicas++
+			}
+		}
+	}
+
+	// Revisions. Issue 5 creates every pod from the current template and
+	// does not roll existing pods; the current revision becomes the update
+	// revision once every member's pod is at it.
+	if status.CurrentRevision == "" {
+		status.CurrentRevision = in.UpdateRevision
+	}
+	allUpdated := true
+	for ord := range replicas {
+		if pod := in.Pods[ord]; pod == nil || podRevision(pod) != in.UpdateRevision {
+			allUpdated = false
+		}
+	}
+	condemned := 0
+	for ord := range in.Pods {
+		if ord >= replicas {
+			condemned++
+		}
+	}
+	if allUpdated && condemned == 0 {
+		status.CurrentRevision = in.UpdateRevision
+	}
+	status.CurrentReplicas, status.UpdatedReplicas = 0, 0
+	for _, pod := range in.Pods {
+		rev := podRevision(pod)
+		if rev == status.CurrentRevision {
+			status.CurrentReplicas++
+		}
+		if rev == in.UpdateRevision {
+			status.UpdatedReplicas++
+		}
+	}
+
+	// Members: every recorded member not being removed, in ordinal order.
+	states := make(map[MemberState]int, len(AllMemberStates))
+	for _, s := range AllMemberStates {
+		states[s] = 0
+	}
+	status.Members = status.Members[:0:0]
+	for _, m := range sortedMembers(in.Members) {
+		if node, ok := in.Remove[m.Ordinal]; ok && node == m.Node {
+			continue
+		}
+		pod := in.Pods[m.Ordinal]
+		m.Pod = PodName(f.Name, m.Ordinal)
+		m.Hostname = MemberHostname(m.Pod, serviceNameOf(f), f.Namespace, in.ClusterDomain)
+		m.Ready = pod != nil && isRunningAndReady(pod)
+		m.Revision = ""
+		if pod != nil {
+			m.Revision = podRevision(pod)
+		}
+		state, msg := memberState(m, pod, in.Blocked, replicas)
+		m.Message = msg
+		if m.Ordinal < replicas {
+			states[state]++
+		}
+		status.Members = append(status.Members, m)
+	}
+	var blocked []int32
+	for ord := range in.Blocked {
+		if ord < replicas {
+			blocked = append(blocked, ord)
+		}
+	}
+	slices.Sort(blocked)
+	for _, ord := range blocked {
+		if _, ok := in.Members[ord]; !ok {
+			states[MemberUnplaced]++
+		}
+	}
+
+	// Conditions.
+	gen := f.Generation
+	now := metav1.NewTime(in.Now)
+	available := int32(0)
+	for ord := range replicas {
+		if pod := in.Pods[ord]; pod != nil && isAvailable(pod, minReady, in.Now) {
+			available++
+		}
+	}
+	summary := fmt.Sprintf("%d of %d members available", available, replicas)
+	if available >= replicas {
+		setCondition(&status, v1alpha1.FlockAvailable, metav1.ConditionTrue, ReasonMembersAvailable, summary, gen, now)
+	} else {
+		setCondition(&status, v1alpha1.FlockAvailable, metav1.ConditionFalse, ReasonMembersUnavailable, summary, gen, now)
+	}
+	// TODO(issue 6): a rollout in progress is Progressing too.
+	switch {
+	case condemned > 0 || len(in.Remove) > 0 || hasMembersAbove(in.Members, replicas):
+		setCondition(&status, v1alpha1.FlockProgressing, metav1.ConditionTrue, ReasonScalingDown,
+			fmt.Sprintf("scaling down to %d members; %s", replicas, summary), gen, now)
+	case available < replicas:
+		setCondition(&status, v1alpha1.FlockProgressing, metav1.ConditionTrue, ReasonCreatingMembers, summary, gen, now)
+	default:
+		setCondition(&status, v1alpha1.FlockProgressing, metav1.ConditionFalse, ReasonComplete, summary, gen, now)
+	}
+	if len(blocked) > 0 {
+		msgs := make([]string, 0, len(blocked))
+		for _, ord := range blocked {
+			msgs = append(msgs, in.Blocked[ord].Message)
+		}
+		setCondition(&status, v1alpha1.FlockMembersBlocked, metav1.ConditionTrue, in.Blocked[blocked[0]].Reason,
+			strings.Join(msgs, "; "), gen, now)
+	} else {
+		setCondition(&status, v1alpha1.FlockMembersBlocked, metav1.ConditionFalse, ReasonNoneBlocked, "no member is blocked", gen, now)
+	}
+	if in.ServiceCondition.Type != "" {
+		c := in.ServiceCondition
+		setCondition(&status, c.Type, c.Status, c.Reason, c.Message, gen, now)
+	}
+	return status, states
+}
+
+// memberState returns the state of a member and its status message.
+func memberState(m v1alpha1.FlockMember, pod *corev1.Pod, blocked map[int32]blockage, replicas int32) (MemberState, string) {
+	if b, ok := blocked[m.Ordinal]; ok {
+		return MemberBlocked, b.Message
+	}
+	switch {
+	case m.Ordinal >= replicas && pod != nil:
+		return MemberNotReady, "being removed by a scale down"
+	case pod == nil:
+		return MemberMissing, "pod not created yet"
+	case isTerminating(pod):
+		return MemberNotReady, "pod is terminating"
+	case isRunningAndReady(pod):
+		return MemberReady, ""
+	case pod.Spec.NodeName == "":
+		return MemberNotReady, "pod is waiting to be scheduled"
+	default:
+		return MemberNotReady, fmt.Sprintf("pod is %s and not Ready", pod.Status.Phase)
+	}
+}
+
+func hasMembersAbove(members map[int32]v1alpha1.FlockMember, replicas int32) bool {
+	for ord := range members {
+		if ord >= replicas {
+			return true
+		}
+	}
+	return false
+}
+
+// setCondition sets a condition, keeping its transition time unless its
+// status changes.
+func setCondition(status *v1alpha1.FlockStatus, typ string, s metav1.ConditionStatus, reason, message string, gen int64, now metav1.Time) {
+	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
+		Type: typ, Status: s, Reason: reason, Message: message, ObservedGeneration: gen, LastTransitionTime: now,
+	})
+}
+
+// mergeStatus writes desired onto current, a status that may be newer than
+// the one desired was computed from (after a conflict). Counters,
+// revisions, selector and conditions are taken from desired. Members are
+// durable, so they are merged: a member of current is updated from desired
+// only when desired has the same ordinal on the same node, dropped only
+// when remove names it on that node, and otherwise left as it is; a member
+// desired has and current lacks is not added back (recording new members
+// is recordMembers' job).
+func mergeStatus(current *v1alpha1.FlockStatus, desired v1alpha1.FlockStatus, remove map[int32]string) {
+	members := current.Members
+	conditions := current.Conditions
+	*current = *desired.DeepCopy()
+	current.Conditions = conditions
+	for _, c := range desired.Conditions {
+		meta.SetStatusCondition(&current.Conditions, c)
+	}
+
+	want := make(map[int32]v1alpha1.FlockMember, len(desired.Members))
+	for _, m := range desired.Members {
+		want[m.Ordinal] = m
+	}
+	current.Members = nil
+	for _, m := range members {
+		if node, ok := remove[m.Ordinal]; ok && node == m.Node {
+			continue
+		}
+		if d, ok := want[m.Ordinal]; ok && d.Node == m.Node {
+			m = d
+		}
+		current.Members = append(current.Members, m)
+	}
+	slices.SortFunc(current.Members, func(a, b v1alpha1.FlockMember) int { return int(a.Ordinal) - int(b.Ordinal) })
+}
+
+// recordMembers adds the members in add (ordinal -> node) to status, except
+// those whose ordinal is already recorded or whose node already holds a
+// member: recorded assignments always win. It returns the ordinals added.
+func recordMembers(status *v1alpha1.FlockStatus, add map[int32]string, newMember func(ordinal int32, node string) v1alpha1.FlockMember) []int32 {
+	have := map[int32]bool{}
+	used := map[string]bool{}
+	for _, m := range status.Members {
+		have[m.Ordinal] = true
+		used[m.Node] = true
+	}
+	ords := make([]int32, 0, len(add))
+	for ord := range add {
+		ords = append(ords, ord)
+	}
+	slices.Sort(ords)
+	var added []int32
+	for _, ord := range ords {
+		node := add[ord]
+		if have[ord] || used[node] {
+			continue
+		}
+		status.Members = append(status.Members, newMember(ord, node))
+		have[ord], used[node] = true, true
+		added = append(added, ord)
+	}
+	slices.SortFunc(status.Members, func(a, b v1alpha1.FlockMember) int { return int(a.Ordinal) - int(b.Ordinal) })
+	return added
+}
