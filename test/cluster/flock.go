@@ -1,0 +1,322 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/klog/v2"
+)
+
+// LocalOverlay is the kustomize overlay, relative to the repository root, that
+// registers a flock-apiserver running on the host.
+const LocalOverlay = "artifacts/deploy/overlays/local"
+
+// FieldManager is the server-side apply field manager of the harness.
+const FieldManager = "flock-harness"
+
+// flockTokenSeconds is the lifetime of flock-apiserver's ServiceAccount token.
+const flockTokenSeconds = 7 * 24 * 3600
+
+// FlockServer is a flock-apiserver process with its address.
+type FlockServer struct {
+	*Process
+	// URL is https://127.0.0.1:<port>.
+	URL  string
+	Port int
+	// EtcdURL is its embedded etcd's client URL (empty with --etcd-servers).
+	EtcdURL string
+}
+
+// RegistrationManifests renders the local overlay with the built kubectl's
+// kustomize and fills in what is only known at run time: the flock-apiserver
+// port (Service and APIService) and the APIService caBundle (the CA that
+// signed flock-apiserver's serving certificate). It refuses an APIService
+// with insecureSkipTLSVerify.
+func (c *Cluster) RegistrationManifests(ctx context.Context) ([]*unstructured.Unstructured, error) {
+	overlay := filepath.Join(c.opts.RepoRoot, LocalOverlay)
+	res, err := c.Kubectl(ctx, c.KubectlBuilt(), "kustomize", overlay)
+	if err != nil {
+		return nil, fmt.Errorf("render %s: %w", overlay, err)
+	}
+	objs, err := decodeManifests([]byte(res.Stdout))
+	if err != nil {
+		return nil, fmt.Errorf("decode %s: %w", overlay, err)
+	}
+	if err := patchRegistration(objs, c.Ports.FlockAPIServer, c.PKI.ClusterCA.CertPEM()); err != nil {
+		return nil, fmt.Errorf("%s: %w", overlay, err)
+	}
+	return objs, nil
+}
+
+// patchRegistration points the flock-apiserver Service and the APIServices at
+// port and sets their caBundle to caPEM.
+func patchRegistration(objs []*unstructured.Unstructured, flockPort int, caPEM []byte) error {
+	port := int64(flockPort)
+	var sawService, sawAPIService bool
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "Service" && o.GetName() == FlockServiceName && o.GetNamespace() == FlockNamespace:
+			sawService = true
+			ports, _, _ := unstructured.NestedSlice(o.Object, "spec", "ports")
+			if len(ports) == 0 {
+				ports = []any{map[string]any{"name": "https", "protocol": "TCP"}}
+			}
+			for _, p := range ports {
+				pm, ok := p.(map[string]any)
+				if !ok {
+					return fmt.Errorf("Service %s: malformed spec.ports", o.GetName())
+				}
+				pm["port"] = port
+				pm["targetPort"] = port
+			}
+			if err := unstructured.SetNestedSlice(o.Object, ports, "spec", "ports"); err != nil {
+				return err
+			}
+		case o.GetKind() == "APIService":
+			if skip, _, _ := unstructured.NestedBool(o.Object, "spec", "insecureSkipTLSVerify"); skip {
+				return fmt.Errorf("APIService %s sets insecureSkipTLSVerify; the harness requires a caBundle", o.GetName())
+			}
+			if o.GetName() == APIServiceName {
+				sawAPIService = true
+			}
+			if err := unstructured.SetNestedField(o.Object, base64.StdEncoding.EncodeToString(caPEM), "spec", "caBundle"); err != nil {
+				return err
+			}
+			if err := unstructured.SetNestedField(o.Object, port, "spec", "service", "port"); err != nil {
+				return err
+			}
+		}
+	}
+	if !sawService || !sawAPIService {
+		return fmt.Errorf("want Service %s/%s and APIService %s", FlockNamespace, FlockServiceName, APIServiceName)
+	}
+	return nil
+}
+
+func decodeManifests(data []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, err
+		}
+		if len(m) == 0 {
+			continue
+		}
+		out = append(out, &unstructured.Unstructured{Object: m})
+	}
+}
+
+// applyRegistration applies the registration manifests with server-side apply.
+func (c *Cluster) applyRegistration(ctx context.Context) error {
+	objs, err := c.RegistrationManifests(ctx)
+	if err != nil {
+		return err
+	}
+	items := make([]any, 0, len(objs))
+	for _, o := range objs {
+		items = append(items, o.Object)
+	}
+	list, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	if err != nil {
+		return err
+	}
+	if _, err := c.KubectlInput(ctx, c.KubectlBuilt(), string(list),
+		"apply", "--server-side", "--field-manager="+FieldManager, "-f", "-"); err != nil {
+		return fmt.Errorf("apply registration manifests: %w", err)
+	}
+	klog.FromContext(ctx).Info("Applied registration manifests", "overlay", LocalOverlay, "objects", len(objs))
+	return nil
+}
+
+// writeFlockKubeconfig writes a kubeconfig that authenticates as the
+// flock-apiserver ServiceAccount, so flock-apiserver gets exactly the
+// permissions its RBAC manifests grant.
+func (c *Cluster) writeFlockKubeconfig(ctx context.Context) error {
+	exp := int64(flockTokenSeconds)
+	tr, err := c.Kube.CoreV1().ServiceAccounts(FlockNamespace).CreateToken(ctx, FlockServiceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("request a token for ServiceAccount %s/%s: %w", FlockNamespace, FlockServiceAccount, err)
+	}
+	c.FlockKubeconfigPath = c.path("flock-apiserver.kubeconfig")
+	return writeKubeconfig(c.FlockKubeconfigPath, c.KubeAPIServerURL, c.PKI.ClusterCA.CertPEM(), kubeconfigUser{
+		name: "system:serviceaccount:" + FlockNamespace + ":" + FlockServiceAccount, token: tr.Status.Token,
+	})
+}
+
+// flockArgs are the flags of a flock-apiserver serving on port with an
+// embedded etcd on etcdPort/etcdPeerPort in dataDir, followed by extra.
+func (c *Cluster) flockArgs(port, etcdPort, etcdPeerPort int, dataDir string, extra []string) []string {
+	kc := c.FlockKubeconfigPath
+	args := []string{
+		"--secure-port=" + strconv.Itoa(port),
+		"--bind-address=127.0.0.1",
+		"--tls-cert-file=" + c.PKI.FlockAPIServer.CertFile,
+		"--tls-private-key-file=" + c.PKI.FlockAPIServer.KeyFile,
+		"--kubeconfig=" + kc,
+		"--authentication-kubeconfig=" + kc,
+		"--authorization-kubeconfig=" + kc,
+		"--embedded-etcd-data-dir=" + dataDir,
+		"--embedded-etcd-client-port=" + strconv.Itoa(etcdPort),
+		"--embedded-etcd-peer-port=" + strconv.Itoa(etcdPeerPort),
+	}
+	return append(args, extra...)
+}
+
+// usesExternalEtcd reports whether args point flock-apiserver at an external etcd.
+func usesExternalEtcd(args []string) bool {
+	for i, a := range args {
+		if v, ok := strings.CutPrefix(a, "--etcd-servers="); ok && v != "" {
+			return true
+		}
+		if a == "--etcd-servers" && i+1 < len(args) && args[i+1] != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Cluster) startFlock(ctx context.Context) error {
+	if err := c.applyRegistration(ctx); err != nil {
+		return err
+	}
+	if err := c.writeFlockKubeconfig(ctx); err != nil {
+		return err
+	}
+	return c.runMainFlock(ctx, c.opts.FlockArgs)
+}
+
+// runMainFlock starts the flock-apiserver the APIService routes to and waits
+// until flocks can be listed through kube-apiserver.
+func (c *Cluster) runMainFlock(ctx context.Context, extra []string) error {
+	args := c.flockArgs(c.Ports.FlockAPIServer, c.Ports.FlockEtcd, c.Ports.FlockEtcdPeer, c.path("flock", "etcd"), extra)
+	p, err := c.start(ctx, "flock-apiserver", "flock-apiserver", args, nil)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.flock = p
+	c.mu.Unlock()
+	c.FlockEtcdURL = ""
+	if !usesExternalEtcd(extra) {
+		c.FlockEtcdURL = "http://127.0.0.1:" + strconv.Itoa(c.Ports.FlockEtcd)
+	}
+	if err := c.waitFlockReady(ctx, p, c.FlockAPIServerURL); err != nil {
+		return err
+	}
+	if err := c.waitFor(ctx, p, "APIService "+APIServiceName+" Available", func(ctx context.Context) (bool, error) {
+		return c.APIServiceAvailable(ctx)
+	}); err != nil {
+		return err
+	}
+	// Available can be stale right after a restart; a real list through
+	// the aggregator is the proof.
+	return c.waitFor(ctx, p, "flocks listable through kube-apiserver", func(ctx context.Context) (bool, error) {
+		_, err := c.Flock.FlockV1alpha1().Flocks("").List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil, err
+	})
+}
+
+func (c *Cluster) waitFlockReady(ctx context.Context, p *Process, url string) error {
+	client, err := c.HTTPClient(c.PKI.Admin)
+	if err != nil {
+		return err
+	}
+	return c.waitFor(ctx, p, p.Name+" /readyz", func(ctx context.Context) (bool, error) {
+		return httpOK(ctx, client, url+"/readyz")
+	})
+}
+
+// APIServiceAvailable reports whether APIService v1alpha1.flock.dev has
+// condition Available=True; the error carries the condition's reason and
+// message otherwise.
+func (c *Cluster) APIServiceAvailable(ctx context.Context) (bool, error) {
+	raw, err := c.Kube.Discovery().RESTClient().Get().
+		AbsPath("/apis/apiregistration.k8s.io/v1/apiservices/" + APIServiceName).DoRaw(ctx)
+	if err != nil {
+		return false, err
+	}
+	var svc struct {
+		Status struct {
+			Conditions []metav1.Condition `json:"conditions"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(raw, &svc); err != nil {
+		return false, err
+	}
+	for _, cond := range svc.Status.Conditions {
+		if cond.Type == "Available" {
+			if cond.Status == metav1.ConditionTrue {
+				return true, nil
+			}
+			return false, fmt.Errorf("APIService %s Available=%s: %s: %s", APIServiceName, cond.Status, cond.Reason, cond.Message)
+		}
+	}
+	return false, fmt.Errorf("APIService %s has no Available condition yet", APIServiceName)
+}
+
+// RestartFlockAPIServer stops the flock-apiserver behind the APIService
+// (SIGTERM, bounded) and starts it again on the same ports and data
+// directory with the harness's flags followed by args (which replace
+// Options.FlockArgs), then waits until flocks are served through
+// kube-apiserver again.
+func (c *Cluster) RestartFlockAPIServer(ctx context.Context, args []string) (*Process, error) {
+	if c.opts.WithoutFlock {
+		return nil, errors.New("cluster was started WithoutFlock")
+	}
+	old := c.FlockProcess()
+	if err := old.Stop(DefaultStopGrace); err != nil {
+		return nil, err
+	}
+	klog.FromContext(ctx).Info("Stopped flock-apiserver for a restart", "pid", old.PID(), "exit", old.ExitErr())
+	if err := c.runMainFlock(ctx, args); err != nil {
+		return nil, err
+	}
+	return c.FlockProcess(), nil
+}
+
+// StartExtraFlockAPIServer starts another flock-apiserver (named name, e.g.
+// "flock-apiserver-2") on free ports with its own embedded etcd data
+// directory, the same ServiceAccount kubeconfig and serving certificate, and
+// the harness's flags followed by args (e.g. --etcd-servers of an etcd from
+// StartEtcd, so that two servers share one store). The APIService keeps
+// routing to the main one. It waits for /readyz; Down stops it.
+func (c *Cluster) StartExtraFlockAPIServer(ctx context.Context, name string, args []string) (*FlockServer, error) {
+	if c.opts.WithoutFlock {
+		return nil, errors.New("cluster was started WithoutFlock")
+	}
+	ports, err := FreePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	fa := c.flockArgs(ports[0], ports[1], ports[2], c.path("extra", name, "etcd"), args)
+	p, err := c.start(ctx, name, "flock-apiserver", fa, nil)
+	if err != nil {
+		return nil, err
+	}
+	s := &FlockServer{Process: p, Port: ports[0], URL: "https://127.0.0.1:" + strconv.Itoa(ports[0])}
+	if !usesExternalEtcd(args) {
+		s.EtcdURL = "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	}
+	if err := c.waitFlockReady(ctx, p, s.URL); err != nil {
+		return nil, err
+	}
+	return s, nil
+}

@@ -1,0 +1,166 @@
+// Command local-up runs a local control plane with flock-apiserver registered
+// (`make local-up`): it brings everything up with package cluster, prints how
+// to use it, stays in the foreground until Ctrl-C or SIGTERM, then stops every
+// process it started and exits 0.
+//
+// Environment: NODES (kwok nodes, default 3), KUBE_APISERVER_PORT (default
+// 6443), FLOCK_APISERVER_PORT (default 9443; 0 picks free ports), FLOCK_ARGS
+// (extra flock-apiserver flags, space separated).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"flock.dev/flock/test/cluster"
+)
+
+func main() {
+	os.Exit(run())
+}
+
+func run() int {
+	fs := flag.NewFlagSet("local-up", flag.ExitOnError)
+	klog.InitFlags(fs)
+	binDir := fs.String("bin-dir", "", "directory with the control-plane binaries and flock-apiserver (default <repo>/_output/bin)")
+	workDir := fs.String("work-dir", "", "directory for certificates, data, kubeconfig and logs (default <repo>/_output/local-up)")
+	_ = fs.Parse(os.Args[1:])
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	logger := klog.Background()
+	ctx = klog.NewContext(ctx, logger)
+
+	opts, err := options(*binDir, *workDir)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "local-up:", err)
+		return 2
+	}
+	fmt.Printf("local-up: starting a local control plane in %s with %d kwok nodes ...\n", opts.WorkDir, opts.Nodes)
+	c, err := cluster.Up(ctx, opts)
+	if err != nil {
+		var running *cluster.AlreadyRunningError
+		var inUse *cluster.PortInUseError
+		switch {
+		case errors.As(err, &running), errors.As(err, &inUse):
+			fmt.Fprintln(os.Stderr, "local-up:", err)
+		case ctx.Err() != nil:
+			fmt.Fprintln(os.Stderr, "local-up: interrupted during start-up; everything started was stopped")
+			return 0
+		default:
+			fmt.Fprintf(os.Stderr, "local-up: start-up failed: %v\nlocal-up: logs are in %s\n", err, filepath.Join(opts.WorkDir, "logs"))
+		}
+		return 1
+	}
+	printBanner(c, opts)
+
+	// Stay in the foreground; say so when a component dies on its own.
+	reported := map[*cluster.Process]bool{}
+	tick := time.NewTicker(2 * time.Second)
+	defer tick.Stop()
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case <-tick.C:
+			for _, p := range c.Processes() {
+				if p.Unexpected() && !reported[p] {
+					reported[p] = true
+					fmt.Fprintf(os.Stderr, "local-up: WARNING: %s exited unexpectedly (%v); see %s\n", p.Name, p.ExitErr(), p.LogFile)
+				}
+			}
+		}
+	}
+	fmt.Println("\nlocal-up: stopping ...")
+	if err := c.Down(); err != nil {
+		fmt.Fprintln(os.Stderr, "local-up: stopping:", err)
+		return 1
+	}
+	fmt.Println("local-up: stopped every process; bye")
+	return 0
+}
+
+func options(binDir, workDir string) (cluster.Options, error) {
+	root, err := cluster.FindRepoRoot()
+	if err != nil {
+		return cluster.Options{}, err
+	}
+	if binDir == "" {
+		binDir = filepath.Join(root, "_output", "bin")
+	}
+	if workDir == "" {
+		workDir = filepath.Join(root, "_output", "local-up")
+	}
+	opts := cluster.Options{BinDir: binDir, WorkDir: workDir, RepoRoot: root, Nodes: 3}
+	if v := os.Getenv("NODES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return opts, fmt.Errorf("NODES=%q: want a number >= 0", v)
+		}
+		opts.Nodes = n
+		if n == 0 {
+			opts.Nodes = -1
+		}
+	}
+	if opts.Ports.KubeAPIServer, err = portEnv("KUBE_APISERVER_PORT", 6443); err != nil {
+		return opts, err
+	}
+	if opts.Ports.FlockAPIServer, err = portEnv("FLOCK_APISERVER_PORT", 9443); err != nil {
+		return opts, err
+	}
+	opts.FlockArgs = strings.Fields(os.Getenv("FLOCK_ARGS"))
+	return opts, nil
+}
+
+func portEnv(name string, def int) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > 65535 {
+		return 0, fmt.Errorf("%s=%q: want a port number (0 = any free port)", name, v)
+	}
+	return n, nil
+}
+
+func printBanner(c *cluster.Cluster, opts cluster.Options) {
+	rel := func(p string) string {
+		if r, err := filepath.Rel(opts.RepoRoot, p); err == nil && !strings.HasPrefix(r, "..") {
+			return r
+		}
+		return p
+	}
+	fmt.Printf(`
+local-up: ready. flock-apiserver is registered as APIService %s (Available).
+
+  export KUBECONFIG=%s
+  export PATH=%s:$PATH    # kubectl v1.37 (optional)
+
+Try:
+  kubectl get apiservice %s
+  kubectl api-resources --api-group=flock.dev
+  kubectl get nodes -L topology.kubernetes.io/zone
+  kubectl explain flock.spec
+  kubectl get flocks -A
+
+kube-apiserver:  %s
+flock-apiserver: %s (direct; needs a client certificate)
+nodes:           %s
+logs:            %s/*.log
+
+Press Ctrl-C to stop everything.
+`, cluster.APIServiceName, c.KubeconfigPath, opts.BinDir, cluster.APIServiceName,
+		c.KubeAPIServerURL, c.FlockAPIServerURL, strings.Join(c.NodeNames, " "), rel(c.LogDir()))
+}

@@ -1,0 +1,278 @@
+package cluster
+
+import (
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// FlockServiceDNSName is the DNS name the aggregator verifies flock-apiserver's
+// serving certificate against: <service>.<namespace>.svc of the APIService's
+// Service.
+const FlockServiceDNSName = "flock-apiserver.flock-system.svc"
+
+// FrontProxyClientName is the common name of the client certificate
+// kube-apiserver presents to aggregated API servers; it is the only name in
+// --requestheader-allowed-names.
+const FrontProxyClientName = "front-proxy-client"
+
+// CA is a certificate authority: its certificate, key, and where both are
+// stored on disk (PEM).
+type CA struct {
+	Cert     *x509.Certificate
+	Key      crypto.Signer
+	CertFile string
+	KeyFile  string
+}
+
+// CertPEM returns the CA certificate in PEM form, e.g. for an APIService
+// caBundle.
+func (ca *CA) CertPEM() []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Raw})
+}
+
+// Pool returns a pool holding only this CA.
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.Cert)
+	return p
+}
+
+// KeyPair is a leaf certificate and its key, stored on disk (PEM).
+type KeyPair struct {
+	Cert     *x509.Certificate
+	CertFile string
+	KeyFile  string
+	CertPEM  []byte
+	KeyPEM   []byte
+}
+
+// TLSCertificate returns the pair for use in a tls.Config.
+func (kp *KeyPair) TLSCertificate() (tls.Certificate, error) {
+	return tls.X509KeyPair(kp.CertPEM, kp.KeyPEM)
+}
+
+// PKI is every certificate and key a local control plane needs.
+type PKI struct {
+	// ClusterCA signs the serving certificates and the client certificates
+	// kube-apiserver accepts (--client-ca-file).
+	ClusterCA *CA
+	// FrontProxyCA signs only the aggregator's proxy client certificate
+	// (--requestheader-client-ca-file); it is deliberately a different CA.
+	FrontProxyCA *CA
+	// KubeAPIServer is kube-apiserver's serving certificate.
+	KubeAPIServer *KeyPair
+	// Admin is a client certificate for user "admin" in group system:masters.
+	Admin *KeyPair
+	// FrontProxyClient is the aggregator's client certificate (CN front-proxy-client).
+	FrontProxyClient *KeyPair
+	// FlockAPIServer is flock-apiserver's serving certificate, valid for
+	// flock-apiserver.flock-system.svc, localhost and 127.0.0.1.
+	FlockAPIServer *KeyPair
+	// ControllerManager and Scheduler are the serving certificates of
+	// kube-controller-manager and kube-scheduler (localhost, 127.0.0.1).
+	ControllerManager *KeyPair
+	Scheduler         *KeyPair
+	// ServiceAccountKeyFile and ServiceAccountPubFile hold the key that signs
+	// service-account tokens and its public half.
+	ServiceAccountKeyFile string
+	ServiceAccountPubFile string
+}
+
+// certSpec describes a leaf certificate.
+type certSpec struct {
+	name     string // file base name
+	cn       string
+	orgs     []string
+	dnsNames []string
+	ips      []net.IP
+	client   bool
+	server   bool
+}
+
+var loopbackIPs = []net.IP{net.ParseIP("127.0.0.1")}
+
+// NewPKI generates a fresh PKI into dir. Certificates are ECDSA P-256 and
+// valid for a year; the service-account key is RSA 2048.
+func NewPKI(dir string) (*PKI, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	clusterCA, err := NewCA(dir, "ca", "flock-local-cluster-ca")
+	if err != nil {
+		return nil, err
+	}
+	frontProxyCA, err := NewCA(dir, "front-proxy-ca", "flock-local-front-proxy-ca")
+	if err != nil {
+		return nil, err
+	}
+	p := &PKI{ClusterCA: clusterCA, FrontProxyCA: frontProxyCA}
+	leaves := []struct {
+		ca   *CA
+		spec certSpec
+		dst  **KeyPair
+	}{
+		{clusterCA, certSpec{name: "kube-apiserver", cn: "kube-apiserver", server: true,
+			dnsNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+			ips:      []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}}, &p.KubeAPIServer},
+		{clusterCA, certSpec{name: "admin", cn: "admin", orgs: []string{"system:masters"}, client: true}, &p.Admin},
+		{frontProxyCA, certSpec{name: "front-proxy-client", cn: FrontProxyClientName, client: true}, &p.FrontProxyClient},
+		{clusterCA, certSpec{name: "flock-apiserver", cn: "flock-apiserver", server: true,
+			dnsNames: []string{FlockServiceDNSName, "localhost"}, ips: loopbackIPs}, &p.FlockAPIServer},
+		{clusterCA, certSpec{name: "kube-controller-manager", cn: "kube-controller-manager", server: true,
+			dnsNames: []string{"localhost"}, ips: loopbackIPs}, &p.ControllerManager},
+		{clusterCA, certSpec{name: "kube-scheduler", cn: "kube-scheduler", server: true,
+			dnsNames: []string{"localhost"}, ips: loopbackIPs}, &p.Scheduler},
+	}
+	for _, l := range leaves {
+		kp, err := l.ca.issue(dir, l.spec)
+		if err != nil {
+			return nil, fmt.Errorf("certificate %s: %w", l.spec.name, err)
+		}
+		*l.dst = kp
+	}
+	saKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return nil, err
+	}
+	p.ServiceAccountKeyFile = filepath.Join(dir, "sa.key")
+	p.ServiceAccountPubFile = filepath.Join(dir, "sa.pub")
+	keyDER, err := x509.MarshalPKCS8PrivateKey(saKey)
+	if err != nil {
+		return nil, err
+	}
+	pubDER, err := x509.MarshalPKIXPublicKey(&saKey.PublicKey)
+	if err != nil {
+		return nil, err
+	}
+	if err := writePEM(p.ServiceAccountKeyFile, "PRIVATE KEY", keyDER, 0o600); err != nil {
+		return nil, err
+	}
+	if err := writePEM(p.ServiceAccountPubFile, "PUBLIC KEY", pubDER, 0o644); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// NewCA creates a self-signed CA and writes <name>.crt and <name>.key into dir.
+func NewCA(dir, name, cn string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	serial, err := randomSerial()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: cn, Organization: []string{"flock.dev local"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	ca := &CA{Cert: cert, Key: key, CertFile: filepath.Join(dir, name+".crt"), KeyFile: filepath.Join(dir, name+".key")}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := writePEM(ca.CertFile, "CERTIFICATE", der, 0o644); err != nil {
+		return nil, err
+	}
+	if err := writePEM(ca.KeyFile, "EC PRIVATE KEY", keyDER, 0o600); err != nil {
+		return nil, err
+	}
+	return ca, nil
+}
+
+// IssueClient issues a client certificate for user cn in groups orgs and
+// writes it into dir as <name>.crt/.key. Tests use it to make identities
+// (e.g. a front-proxy certificate with a name that is not allowed).
+func (ca *CA) IssueClient(dir, name, cn string, orgs ...string) (*KeyPair, error) {
+	return ca.issue(dir, certSpec{name: name, cn: cn, orgs: orgs, client: true})
+}
+
+// issue signs a leaf certificate described by spec and writes it into dir.
+func (ca *CA) issue(dir string, spec certSpec) (*KeyPair, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	serial, err := randomSerial()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: spec.cn, Organization: spec.orgs},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(365 * 24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		DNSNames:     spec.dnsNames,
+		IPAddresses:  spec.ips,
+	}
+	if spec.server {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
+	}
+	if spec.client {
+		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	kp := &KeyPair{
+		Cert:     cert,
+		CertFile: filepath.Join(dir, spec.name+".crt"),
+		KeyFile:  filepath.Join(dir, spec.name+".key"),
+		CertPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		KeyPEM:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
+	}
+	if err := os.WriteFile(kp.CertFile, kp.CertPEM, 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(kp.KeyFile, kp.KeyPEM, 0o600); err != nil {
+		return nil, err
+	}
+	return kp, nil
+}
+
+func randomSerial() (*big.Int, error) {
+	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
+}
+
+func writePEM(path, typ string, der []byte, mode os.FileMode) error {
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), mode)
+}
