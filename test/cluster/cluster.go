@@ -113,13 +113,13 @@ type Cluster struct {
 	// NodeNames are the kwok nodes created by Up.
 	NodeNames []string
 
-	mu        sync.Mutex
-	procs     []*Process
-	flock     *Process
-	nodeSeq   int
-	lock      *dirLock
-	downOnce  sync.Once
-	downErr   error
+	mu       sync.Mutex
+	procs    []*Process
+	flock    *Process
+	nodeSeq  int
+	lock     *dirLock
+	downOnce sync.Once
+	downErr  error
 }
 
 // MissingBinariesError lists binaries that are not in BinDir.

@@ -57,7 +57,7 @@ func (c *Cluster) AddNode(ctx context.Context, name string, labels map[string]st
 				"type":                         "kwok",
 			},
 			Annotations: map[string]string{
-				KwokNodeAnnotation:           "fake",
+				KwokNodeAnnotation:             "fake",
 				"node.alpha.kubernetes.io/ttl": "0",
 			},
 		},
