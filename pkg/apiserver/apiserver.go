@@ -1,0 +1,97 @@
+// Package apiserver assembles flock-apiserver: the scheme, the flock.dev API
+// group, the informers on the core cluster and the embedded controller.
+package apiserver
+
+import (
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apiserver/pkg/registry/rest"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+
+	"flock.dev/flock/pkg/apis/flock"
+	"flock.dev/flock/pkg/apis/flock/install"
+	"flock.dev/flock/pkg/apis/flock/validation"
+	flockregistry "flock.dev/flock/pkg/registry/flock"
+)
+
+var (
+	// Scheme knows every type flock-apiserver serves.
+	Scheme = runtime.NewScheme()
+	// Codecs encodes and decodes the types of Scheme.
+	Codecs = serializer.NewCodecFactory(Scheme)
+)
+
+func init() {
+	install.Install(Scheme)
+	// The scale subresource serves autoscaling/v1 Scale. There is no internal
+	// autoscaling type here, so the versioned type is also the hub type.
+	Scheme.AddKnownTypes(autoscalingv1.SchemeGroupVersion, &autoscalingv1.Scale{})
+	Scheme.AddKnownTypes(schema.GroupVersion{Group: autoscalingv1.GroupName, Version: runtime.APIVersionInternal}, &autoscalingv1.Scale{})
+	metav1.AddToGroupVersion(Scheme, schema.GroupVersion{Version: "v1"})
+	Scheme.AddUnversionedTypes(schema.GroupVersion{Group: "", Version: "v1"},
+		&metav1.Status{},
+		&metav1.APIVersions{},
+		&metav1.APIGroupList{},
+		&metav1.APIGroup{},
+		&metav1.APIResourceList{},
+	)
+}
+
+// ExtraConfig is the configuration of flock-apiserver beyond the generic server.
+type ExtraConfig struct {
+	// Validation carries the server flags that validation depends on.
+	Validation validation.Options
+}
+
+// Config is the whole configuration of flock-apiserver.
+type Config struct {
+	GenericConfig *genericapiserver.RecommendedConfig
+	ExtraConfig   ExtraConfig
+}
+
+type completedConfig struct {
+	GenericConfig genericapiserver.CompletedConfig
+	ExtraConfig   *ExtraConfig
+}
+
+// CompletedConfig is a Config with its defaults filled in.
+type CompletedConfig struct {
+	*completedConfig
+}
+
+// FlockServer is a running flock-apiserver.
+type FlockServer struct {
+	GenericAPIServer *genericapiserver.GenericAPIServer
+}
+
+// Complete fills in the defaults of a Config.
+func (c *Config) Complete() CompletedConfig {
+	return CompletedConfig{&completedConfig{c.GenericConfig.Complete(), &c.ExtraConfig}}
+}
+
+// New builds the server and installs the flock.dev group.
+func (c completedConfig) New() (*FlockServer, error) {
+	generic, err := c.GenericConfig.New("flock-apiserver", genericapiserver.NewEmptyDelegate())
+	if err != nil {
+		return nil, err
+	}
+	s := &FlockServer{GenericAPIServer: generic}
+
+	storage, err := flockregistry.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.Validation)
+	if err != nil {
+		return nil, err
+	}
+	group := genericapiserver.NewDefaultAPIGroupInfo(flock.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	group.VersionedResourcesStorageMap["v1alpha1"] = map[string]rest.Storage{
+		"flocks":        storage.Flock,
+		"flocks/status": storage.Status,
+		"flocks/scale":  storage.Scale,
+	}
+	if err := generic.InstallAPIGroup(&group); err != nil {
+		return nil, err
+	}
+	return s, nil
+}

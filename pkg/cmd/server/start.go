@@ -1,0 +1,124 @@
+package server
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/util/compatibility"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/cli/globalflag"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/term"
+	"k8s.io/klog/v2"
+
+	"flock.dev/flock/pkg/apis/flock/validation"
+	"flock.dev/flock/pkg/apiserver"
+	"flock.dev/flock/pkg/etcd"
+	generatedopenapi "flock.dev/flock/pkg/generated/openapi"
+)
+
+// NewCommand returns the flock-apiserver command.
+func NewCommand(ctx context.Context) *cobra.Command {
+	o := NewOptions()
+	cmd := &cobra.Command{
+		Use:   "flock-apiserver",
+		Short: "Serve the flock.dev API: Flocks whose member i always runs on node i",
+		Long: `flock-apiserver is an aggregated API server that serves Flocks (flock.dev/v1alpha1).
+
+A Flock is a set of stateful members where member i always runs on node i, with a
+stable DNS name (A and PTR records through a headless Service) and a data directory
+on that node. Flocks are stored in flock-apiserver's own etcd: an embedded member by
+default, an external cluster with --etcd-servers. The server refuses a Flock whose
+replicas exceed the eligible nodes, and its embedded controller creates the members.`,
+		SilenceUsage: true,
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("flock-apiserver takes no arguments, got %q", args)
+			}
+			if err := o.Complete(); err != nil {
+				return err
+			}
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			return o.Run(c.Context())
+		},
+	}
+	cmd.SetContext(ctx)
+	fss := o.Flags()
+	globalflag.AddGlobalFlags(fss.FlagSet("global"), cmd.Name(), logs.SkipLoggingConfigurationFlags())
+	for _, f := range fss.FlagSets {
+		cmd.Flags().AddFlagSet(f)
+	}
+	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())
+	cliflag.SetUsageAndHelpFunc(cmd, fss, cols)
+	return cmd
+}
+
+// Config turns the options into the server's configuration.
+func (o *Options) Config() (*apiserver.Config, error) {
+	if err := o.RecommendedOptions.SecureServing.MaybeDefaultWithSelfSignedCerts("localhost", nil, loopback); err != nil {
+		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
+	}
+	cfg := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
+	cfg.EffectiveVersion = compatibility.DefaultBuildEffectiveVersion()
+	cfg.FeatureGate = utilfeature.DefaultFeatureGate
+
+	namer := openapi.NewDefinitionNamer(apiserver.Scheme)
+	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIConfig.Info.Title = "Flock"
+	cfg.OpenAPIConfig.Info.Version = "v1alpha1"
+	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(generatedopenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIV3Config.Info.Title = "Flock"
+	cfg.OpenAPIV3Config.Info.Version = "v1alpha1"
+
+	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
+		return nil, err
+	}
+	return &apiserver.Config{
+		GenericConfig: cfg,
+		ExtraConfig: apiserver.ExtraConfig{
+			Validation: validation.Options{AllowHostAccess: o.AllowHostAccess},
+		},
+	}, nil
+}
+
+// Run starts the embedded etcd member (unless --etcd-servers is set), then
+// serves until ctx is done, then stops etcd.
+func (o *Options) Run(ctx context.Context) error {
+	if err := logsapi.ValidateAndApply(o.Logs, nil); err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx)
+	if o.embedded {
+		member, err := etcd.Start(ctx, etcd.Config{
+			DataDir:    o.EmbeddedEtcd.DataDir,
+			ClientPort: o.EmbeddedEtcd.ClientPort,
+			PeerPort:   o.EmbeddedEtcd.PeerPort,
+		})
+		if err != nil {
+			return err
+		}
+		defer func() {
+			logger.Info("Stopping embedded etcd")
+			member.Stop()
+		}()
+	} else {
+		logger.Info("Using external etcd", "servers", o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList)
+	}
+
+	config, err := o.Config()
+	if err != nil {
+		return err
+	}
+	server, err := config.Complete().New()
+	if err != nil {
+		return err
+	}
+	return server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+}

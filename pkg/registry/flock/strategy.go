@@ -1,0 +1,156 @@
+// Package flock is the REST storage of Flocks: the main resource, the status
+// subresource and the scale subresource, with their create/update strategies.
+package flock
+
+import (
+	"context"
+	"fmt"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/storage"
+	"k8s.io/apiserver/pkg/storage/names"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
+
+	"flock.dev/flock/pkg/apis/flock"
+	"flock.dev/flock/pkg/apis/flock/validation"
+)
+
+// flockStrategy implements the create, update and delete behaviour of the
+// main resource: it ignores status, bumps generation on spec changes and
+// validates.
+type flockStrategy struct {
+	runtime.ObjectTyper
+	names.NameGenerator
+	opts validation.Options
+}
+
+// NewStrategy returns the strategy of the main flocks resource.
+func NewStrategy(typer runtime.ObjectTyper, opts validation.Options) flockStrategy {
+	return flockStrategy{typer, names.SimpleNameGenerator, opts}
+}
+
+// NamespaceScoped is true: Flocks live in namespaces.
+func (flockStrategy) NamespaceScoped() bool { return true }
+
+// GetResetFields says which fields a write to the main resource never sets:
+// the whole status.
+func (flockStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		"flock.dev/v1alpha1": fieldpath.NewSet(fieldpath.MakePathOrDie("status")),
+	}
+}
+
+// PrepareForCreate clears status, starts generation at 1 and fills in the
+// serviceName default when the name is known.
+func (flockStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
+	f := obj.(*flock.Flock)
+	f.Status = flock.FlockStatus{}
+	f.Generation = 1
+	if f.Spec.ServiceName == "" {
+		f.Spec.ServiceName = f.Name
+	}
+}
+
+// PrepareForUpdate keeps the stored status and bumps generation when the spec
+// changed.
+func (flockStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	newF, oldF := obj.(*flock.Flock), old.(*flock.Flock)
+	newF.Status = oldF.Status
+	if !apiequality.Semantic.DeepEqual(newF.Spec, oldF.Spec) {
+		newF.Generation = oldF.Generation + 1
+	}
+}
+
+// Validate checks a new Flock.
+func (s flockStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
+	f := obj.(*flock.Flock)
+	if f.Spec.ServiceName == "" {
+		// A generated name is known only now.
+		f.Spec.ServiceName = f.Name
+	}
+	return validation.ValidateFlock(f, s.opts)
+}
+
+// WarningsOnCreate returns no warnings; capacity warnings come from admission.
+func (flockStrategy) WarningsOnCreate(ctx context.Context, obj runtime.Object) []string { return nil }
+
+// AllowCreateOnUpdate is false: a PUT of a missing Flock is an error.
+func (flockStrategy) AllowCreateOnUpdate(context.Context) bool { return false }
+
+// AllowUnconditionalUpdate is true, as for built-in workloads.
+func (flockStrategy) AllowUnconditionalUpdate(context.Context) bool { return true }
+
+// Canonicalize does nothing: a Flock has no alternative forms.
+func (flockStrategy) Canonicalize(obj runtime.Object) {}
+
+// ValidateUpdate checks an update of the main resource.
+func (s flockStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateFlockUpdate(obj.(*flock.Flock), old.(*flock.Flock), s.opts)
+}
+
+// WarningsOnUpdate returns no warnings.
+func (flockStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Object) []string {
+	return nil
+}
+
+// flockStatusStrategy implements writes to flocks/status: only status changes.
+type flockStatusStrategy struct {
+	flockStrategy
+}
+
+// NewStatusStrategy returns the strategy of the status subresource.
+func NewStatusStrategy(s flockStrategy) flockStatusStrategy { return flockStatusStrategy{s} }
+
+// GetResetFields says which fields a status write never sets: spec and
+// metadata other than what status writers may touch.
+func (flockStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
+	return map[fieldpath.APIVersion]*fieldpath.Set{
+		"flock.dev/v1alpha1": fieldpath.NewSet(
+			fieldpath.MakePathOrDie("spec"),
+			fieldpath.MakePathOrDie("metadata", "labels"),
+			fieldpath.MakePathOrDie("metadata", "annotations"),
+		),
+	}
+}
+
+// PrepareForUpdate keeps the stored spec and metadata.
+func (flockStatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
+	newF, oldF := obj.(*flock.Flock), old.(*flock.Flock)
+	newF.Spec = oldF.Spec
+	metav1.ResetObjectMetaForStatus(newF, oldF)
+}
+
+// ValidateUpdate checks a status update.
+func (flockStatusStrategy) ValidateUpdate(ctx context.Context, obj, old runtime.Object) field.ErrorList {
+	return validation.ValidateFlockStatusUpdate(obj.(*flock.Flock), old.(*flock.Flock))
+}
+
+// WarningsOnUpdate returns no warnings.
+func (flockStatusStrategy) WarningsOnUpdate(ctx context.Context, obj, old runtime.Object) []string {
+	return nil
+}
+
+// GetAttrs returns the labels and fields of a Flock for selectors.
+func GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
+	f, ok := obj.(*flock.Flock)
+	if !ok {
+		return nil, nil, fmt.Errorf("not a Flock: %T", obj)
+	}
+	return f.Labels, SelectableFields(f), nil
+}
+
+// SelectableFields are the fields a field selector may use on Flocks.
+func SelectableFields(f *flock.Flock) fields.Set {
+	return generic.ObjectMetaFieldsSet(&f.ObjectMeta, true)
+}
+
+// MatchFlock returns a matcher for label and field selectors.
+func MatchFlock(label labels.Selector, field fields.Selector) storage.SelectionPredicate {
+	return storage.SelectionPredicate{Label: label, Field: field, GetAttrs: GetAttrs}
+}
