@@ -1,0 +1,906 @@
+package flock
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clienttesting "k8s.io/client-go/testing"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+)
+
+var flockResource = schema.GroupResource{Group: v1alpha1.SchemeGroupVersion.Group, Resource: "flocks"}
+
+func TestOrderedReadyCreatesOneMemberAtATime(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c")
+	f.createFlock(newFlock("pg", 3))
+
+	f.mustSync("pg")
+	// Every member is placed (and recorded) up front; only pg-0 exists.
+	if got, want := f.memberNodes("pg"), map[int32]string{0: "n-a", 1: "n-b", 2: "n-c"}; !equality.Semantic.DeepEqual(got, want) {
+		t.Fatalf("members = %v, want %v", got, want)
+	}
+	if got := f.podNames(); !slices.Equal(got, []string{"pg-0"}) {
+		t.Fatalf("pods = %v, want [pg-0]", got)
+	}
+	events := f.events()
+	for ord, node := range []string{"n-a", "n-b", "n-c"} {
+		if !hasEvent(events, "Normal MemberPlaced", fmt.Sprintf("member %d", ord), node) {
+			t.Errorf("no MemberPlaced event for member %d on %s in %v", ord, node, events)
+		}
+	}
+	if !hasEvent(events, "Normal SuccessfulCreate", "Pod pg-0", "n-a") {
+		t.Errorf("no SuccessfulCreate event for pg-0 in %v", events)
+	}
+
+	// Until pg-0 is Running and Ready nothing else happens.
+	f.mustSync("pg")
+	f.updatePod("pg-0", func(p *corev1.Pod) { p.Spec.NodeName = "n-a"; p.Status.Phase = corev1.PodRunning })
+	f.mustSync("pg")
+	if got := f.podNames(); !slices.Equal(got, []string{"pg-0"}) {
+		t.Fatalf("pods = %v, want [pg-0] while pg-0 is not Ready", got)
+	}
+
+	for i, want := range [][]string{{"pg-0", "pg-1"}, {"pg-0", "pg-1", "pg-2"}} {
+		f.runPods()
+		f.mustSync("pg")
+		if got := f.podNames(); !slices.Equal(got, want) {
+			t.Fatalf("round %d: pods = %v, want %v", i, got, want)
+		}
+	}
+	f.runPods()
+	f.mustSync("pg")
+
+	st := f.getFlock("pg").Status
+	if st.Replicas != 3 || st.ReadyReplicas != 3 || st.AvailableReplicas != 3 || st.UpdatedReplicas != 3 || st.CurrentReplicas != 3 {
+		t.Errorf("counters = %+v", st)
+	}
+	if st.ObservedGeneration != 1 || st.Selector != "app=pg" || st.UpdateRevision == "" || st.CurrentRevision != st.UpdateRevision {
+		t.Errorf("status = %+v", st)
+	}
+	for _, m := range st.Members {
+		wantHost := fmt.Sprintf("pg-%d.pg.db.svc.cluster.local", m.Ordinal)
+		if !m.Ready || m.Pod != PodName("pg", m.Ordinal) || m.Hostname != wantHost || m.Revision != st.UpdateRevision || m.Message != "" {
+			t.Errorf("member = %+v", m)
+		}
+	}
+	if c := f.condition("pg", v1alpha1.FlockAvailable); c.Status != metav1.ConditionTrue {
+		t.Errorf("Available = %+v", c)
+	}
+	if c := f.condition("pg", v1alpha1.FlockProgressing); c.Status != metav1.ConditionFalse || c.Reason != ReasonComplete {
+		t.Errorf("Progressing = %+v", c)
+	}
+	if c := f.condition("pg", v1alpha1.FlockMembersBlocked); c.Status != metav1.ConditionFalse {
+		t.Errorf("MembersBlocked = %+v", c)
+	}
+	if c := f.condition("pg", v1alpha1.FlockServiceReady); c.Status != metav1.ConditionTrue {
+		t.Errorf("ServiceReady = %+v", c)
+	}
+}
+
+func TestMemberPodIdentity(t *testing.T) {
+	f := newFixture(t, "n-a")
+	fl := newFlock("pg", 1)
+	fl.Spec.ServiceName = "pg-hl"
+	fl.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
+			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "disk", Operator: corev1.NodeSelectorOpIn, Values: []string{"ssd"}}}},
+			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "disk", Operator: corev1.NodeSelectorOpIn, Values: []string{"nvme"}}}},
+		}},
+	}}
+	f.createFlock(fl)
+	f.mustSync("pg")
+
+	p := f.pod("pg-0")
+	if p == nil {
+		t.Fatal("pg-0 not created")
+	}
+	if p.Spec.Hostname != "pg-0" || p.Spec.Subdomain != "pg-hl" {
+		t.Errorf("hostname/subdomain = %q/%q", p.Spec.Hostname, p.Spec.Subdomain)
+	}
+	wantLabels := map[string]string{
+		"app": "pg", v1alpha1.LabelFlockName: "pg", v1alpha1.LabelOrdinal: "0", v1alpha1.LabelPodName: "pg-0",
+		v1alpha1.LabelRevision: Revision(&fl.Spec.Template),
+	}
+	if !equality.Semantic.DeepEqual(p.Labels, wantLabels) {
+		t.Errorf("labels = %v, want %v", p.Labels, wantLabels)
+	}
+	terms := p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 2 {
+		t.Fatalf("terms = %+v", terms)
+	}
+	for i, term := range terms {
+		if len(term.MatchExpressions) != 1 || len(term.MatchFields) != 1 ||
+			term.MatchFields[0].Key != "metadata.name" || !slices.Equal(term.MatchFields[0].Values, []string{"n-a"}) {
+			t.Errorf("term %d = %+v", i, term)
+		}
+	}
+	var data *corev1.Volume
+	for i := range p.Spec.Volumes {
+		if p.Spec.Volumes[i].Name == "data" {
+			data = &p.Spec.Volumes[i]
+		}
+	}
+	if data == nil || data.HostPath == nil || data.HostPath.Path != "/var/lib/flock/db/pg" ||
+		*data.HostPath.Type != corev1.HostPathDirectoryOrCreate {
+		t.Errorf("data volume = %+v", data)
+	}
+	ref := metav1.GetControllerOf(p)
+	if ref == nil || ref.APIVersion != "flock.dev/v1alpha1" || ref.Kind != "Flock" || ref.Name != "pg" ||
+		ref.UID != fl.UID || ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
+		t.Errorf("controller ref = %+v", ref)
+	}
+	// The Flock in the cache is not modified by building pods from it.
+	if fl2 := f.getFlock("pg"); len(fl2.Spec.Template.Spec.Volumes) != 0 ||
+		len(fl2.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields) != 0 {
+		t.Errorf("template was mutated: %+v", fl2.Spec.Template.Spec)
+	}
+}
+
+func TestParallelCreatesAllMembersAtOnce(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c")
+	fl := newFlock("pg", 3)
+	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	f.createFlock(fl)
+	f.mustSync("pg")
+	if got := f.podNames(); !slices.Equal(got, []string{"pg-0", "pg-1", "pg-2"}) {
+		t.Fatalf("pods = %v", got)
+	}
+	// One failing create does not stop the others; the sync reports it.
+	f.scale("pg", 0)
+	f.settle("pg")
+	if got := f.podNames(); len(got) != 0 {
+		t.Fatalf("pods after scale to 0 = %v", got)
+	}
+	f.scale("pg", 3)
+	f.members.failNext("CreatePod", 1, apierrors.NewInternalError(errors.New("boom")))
+	if err := f.sync("pg"); err == nil {
+		t.Fatal("sync with a failing create returned no error")
+	}
+	if got := f.podNames(); !slices.Equal(got, []string{"pg-1", "pg-2"}) {
+		t.Fatalf("pods = %v, want pg-1, pg-2", got)
+	}
+	if !hasEvent(f.events(), "Warning FailedCreate", "pg-0", "boom") {
+		t.Error("no FailedCreate event")
+	}
+	f.mustSync("pg")
+	if got := f.podNames(); !slices.Equal(got, []string{"pg-0", "pg-1", "pg-2"}) {
+		t.Fatalf("pods = %v", got)
+	}
+}
+
+func TestScaleDownAndUp(t *testing.T) {
+	for _, policy := range []v1alpha1.PodManagementPolicyType{v1alpha1.OrderedReadyPodManagement, v1alpha1.ParallelPodManagement} {
+		t.Run(string(policy), func(t *testing.T) {
+			f := newFixture(t, "n-a", "n-b", "n-c", "n-d")
+			f.members.graceful = true
+			fl := newFlock("pg", 3)
+			fl.Spec.PodManagementPolicy = policy
+			f.createFlock(fl)
+			f.settle("pg")
+			before := f.memberNodes("pg")
+
+			f.scale("pg", 1)
+			f.mustSync("pg")
+			var terminating []string
+			for _, p := range f.allPods() {
+				if p.DeletionTimestamp != nil {
+					terminating = append(terminating, p.Name)
+				}
+			}
+			want := []string{"pg-2"}
+			if policy == v1alpha1.ParallelPodManagement {
+				want = []string{"pg-1", "pg-2"}
+			}
+			if !slices.Equal(terminating, want) {
+				t.Fatalf("terminating = %v, want %v", terminating, want)
+			}
+			// Members stay recorded while their pods exist.
+			if got := len(f.getFlock("pg").Status.Members); got != 3 {
+				t.Fatalf("members = %d while pods terminate", got)
+			}
+			if c := f.condition("pg", v1alpha1.FlockProgressing); c.Status != metav1.ConditionTrue || c.Reason != ReasonScalingDown {
+				t.Errorf("Progressing = %+v", c)
+			}
+			f.mustSync("pg") // nothing new while pg-2 terminates
+			if policy == v1alpha1.OrderedReadyPodManagement && f.pod("pg-1").DeletionTimestamp != nil {
+				t.Fatal("pg-1 deleted before pg-2 was gone")
+			}
+			for range 4 {
+				f.finishTerminating()
+				f.mustSync("pg")
+			}
+			if got := f.podNames(); !slices.Equal(got, []string{"pg-0"}) {
+				t.Fatalf("pods = %v", got)
+			}
+			if got := f.memberNodes("pg"); !equality.Semantic.DeepEqual(got, map[int32]string{0: before[0]}) {
+				t.Fatalf("members = %v", got)
+			}
+			if c := f.condition("pg", v1alpha1.FlockProgressing); c.Status != metav1.ConditionFalse {
+				t.Errorf("Progressing = %+v", c)
+			}
+
+			// Scaling up again places the members on their old nodes: the
+			// placement is deterministic and nothing else changed.
+			f.scale("pg", 3)
+			f.settle("pg")
+			if got := f.memberNodes("pg"); !equality.Semantic.DeepEqual(got, before) {
+				t.Fatalf("members after scale up = %v, want %v", got, before)
+			}
+			for ord, node := range before {
+				if p := f.pod(PodName("pg", ord)); p == nil || p.Spec.NodeName != node || !isRunningAndReady(p) {
+					t.Fatalf("pod of member %d = %+v", ord, p)
+				}
+			}
+		})
+	}
+}
+
+func TestDeletedPodComesBackOnItsNode(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c")
+	f.createFlock(newFlock("pg", 3))
+	f.settle("pg")
+	oldUID := f.pod("pg-1").UID
+
+	f.deletePod("pg-1")
+	f.mustSync("pg")
+	p := f.pod("pg-1")
+	if p == nil || p.UID == oldUID {
+		t.Fatalf("pg-1 not recreated: %+v", p)
+	}
+	if PinnedNode(p) != "n-b" {
+		t.Fatalf("pg-1 pinned to %q, want n-b", PinnedNode(p))
+	}
+	if c := f.condition("pg", v1alpha1.FlockAvailable); c.Status != metav1.ConditionFalse {
+		t.Errorf("Available = %+v while pg-1 was missing", c)
+	}
+	f.settle("pg")
+	if c := f.condition("pg", v1alpha1.FlockAvailable); c.Status != metav1.ConditionTrue {
+		t.Errorf("Available = %+v", c)
+	}
+}
+
+func TestFailedPodIsDeletedAndRecreated(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c")
+	f.createFlock(newFlock("pg", 3))
+	f.settle("pg")
+	f.events()
+	oldUID := f.pod("pg-2").UID
+
+	f.updatePod("pg-2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })
+	f.mustSync("pg")
+	if p := f.pod("pg-2"); p != nil {
+		t.Fatalf("failed pg-2 not deleted: %+v", p.Status)
+	}
+	if !hasEvent(f.events(), "Warning RecreatingPod", "pg-2", "Failed", "n-c") {
+		t.Error("no RecreatingPod event")
+	}
+	f.mustSync("pg")
+	p := f.pod("pg-2")
+	if p == nil || p.UID == oldUID || PinnedNode(p) != "n-c" {
+		t.Fatalf("pg-2 not recreated on n-c: %+v", p)
+	}
+
+	// A failing delete is retried.
+	f.settle("pg")
+	f.updatePod("pg-0", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })
+	f.members.failNext("DeletePod", 1, apierrors.NewServiceUnavailable("try later"))
+	if err := f.sync("pg"); err == nil {
+		t.Fatal("sync with a failing delete returned no error")
+	}
+	if !hasEvent(f.events(), "Warning FailedDelete", "pg-0") {
+		t.Error("no FailedDelete event")
+	}
+	f.mustSync("pg")
+	if f.pod("pg-0") != nil {
+		t.Fatal("pg-0 not deleted on retry")
+	}
+}
+
+func TestPlacementCountsUsageAcrossFlocks(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c", "n-d")
+	a := newFlock("a", 2)
+	a.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	f.createFlock(a)
+	f.mustSync("a")
+	if got := f.memberNodes("a"); !equality.Semantic.DeepEqual(got, map[int32]string{0: "n-a", 1: "n-b"}) {
+		t.Fatalf("a = %v", got)
+	}
+	b := newFlock("b", 3)
+	b.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	f.createFlock(b)
+	f.mustSync("b")
+	// Least used first (n-c, n-d are empty), ties by name, never twice on a node.
+	if got := f.memberNodes("b"); !equality.Semantic.DeepEqual(got, map[int32]string{0: "n-c", 1: "n-d", 2: "n-a"}) {
+		t.Fatalf("b = %v", got)
+	}
+}
+
+func TestExplicitNodes(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c")
+	fl := newFlock("pg", 2)
+	fl.Spec.Placement.Nodes = []string{"n-c", "n-x"}
+	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	f.createFlock(fl)
+	f.mustSync("pg")
+	if got := f.memberNodes("pg"); !equality.Semantic.DeepEqual(got, map[int32]string{0: "n-c"}) {
+		t.Fatalf("members = %v", got)
+	}
+	c := f.condition("pg", v1alpha1.FlockMembersBlocked)
+	if c.Status != metav1.ConditionTrue || c.Reason != ReasonUnplaceable || !strings.Contains(c.Message, "member 1 cannot be placed on node n-x") {
+		t.Fatalf("MembersBlocked = %+v", c)
+	}
+	if got := f.podNames(); !slices.Equal(got, []string{"pg-0"}) {
+		t.Fatalf("pods = %v", got)
+	}
+	// The node appears: the member is placed there.
+	f.addNode(newNode("n-x"))
+	f.settle("pg")
+	if got := f.memberNodes("pg"); !equality.Semantic.DeepEqual(got, map[int32]string{0: "n-c", 1: "n-x"}) {
+		t.Fatalf("members = %v", got)
+	}
+}
+
+func TestMembersBlocked(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c")
+	f.createFlock(newFlock("pg", 3))
+	f.mustSync("pg") // places 0:n-a 1:n-b 2:n-c, creates pg-0
+	f.updateNode("n-b", setNodeReady(false))
+	f.settle("pg")
+	c := f.condition("pg", v1alpha1.FlockMembersBlocked)
+	if c.Status != metav1.ConditionTrue || c.Reason != ReasonNodeNotReady || c.Message != "member 1 waits for node n-b, which is NotReady" {
+		t.Fatalf("MembersBlocked = %+v", c)
+	}
+	if !hasEvent(f.events(), "Warning MembersBlocked", "member 1 waits for node n-b, which is NotReady") {
+		t.Error("no MembersBlocked event")
+	}
+	// OrderedReady: member 2 waits behind member 1; its node is not changed.
+	if got := f.podNames(); !slices.Equal(got, []string{"pg-0", "pg-1"}) {
+		t.Fatalf("pods = %v", got)
+	}
+	if st := f.getFlock("pg").Status; st.Members[1].Message != "member 1 waits for node n-b, which is NotReady" {
+		t.Errorf("member 1 = %+v", st.Members[1])
+	}
+
+	f.updateNode("n-b", func(n *corev1.Node) { setNodeReady(true)(n); n.Spec.Unschedulable = true })
+	f.settle("pg")
+	if c := f.condition("pg", v1alpha1.FlockMembersBlocked); c.Reason != ReasonNodeCordoned || c.Message != "member 1 waits for node n-b, which is cordoned" {
+		t.Fatalf("MembersBlocked = %+v", c)
+	}
+
+	f.deleteNode("n-b")
+	f.settle("pg")
+	if c := f.condition("pg", v1alpha1.FlockMembersBlocked); c.Reason != ReasonNodeGone || c.Message != "member 1 waits for node n-b, which is gone" {
+		t.Fatalf("MembersBlocked = %+v", c)
+	}
+	if got := f.memberNodes("pg")[1]; got != "n-b" {
+		t.Fatalf("member 1 moved to %s", got)
+	}
+
+	f.addNode(newNode("n-b"))
+	f.settle("pg")
+	if c := f.condition("pg", v1alpha1.FlockMembersBlocked); c.Status != metav1.ConditionFalse {
+		t.Fatalf("MembersBlocked = %+v", c)
+	}
+	if c := f.condition("pg", v1alpha1.FlockAvailable); c.Status != metav1.ConditionTrue {
+		t.Fatalf("Available = %+v", c)
+	}
+}
+
+func TestUnplaceableMember(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b")
+	fl := newFlock("pg", 3)
+	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	f.createFlock(fl)
+	f.settle("pg")
+	if got := f.podNames(); !slices.Equal(got, []string{"pg-0", "pg-1"}) {
+		t.Fatalf("pods = %v", got)
+	}
+	c := f.condition("pg", v1alpha1.FlockMembersBlocked)
+	if c.Status != metav1.ConditionTrue || c.Message != "member 2 cannot be placed: no eligible node is free of this Flock's members" {
+		t.Fatalf("MembersBlocked = %+v", c)
+	}
+	if c := f.condition("pg", v1alpha1.FlockAvailable); c.Status != metav1.ConditionFalse || c.Message != "2 of 3 members available" {
+		t.Fatalf("Available = %+v", c)
+	}
+}
+
+func TestAdoption(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c", "n-d")
+	fl := newFlock("pg", 3)
+	orphan := func(ord int32, node string) *corev1.Pod {
+		p := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: ord, Node: node}, Revision(&fl.Spec.Template), DefaultDataRoot)
+		p.OwnerReferences = nil
+		p.UID = types.UID("orphan-" + p.Name)
+		p.Spec.NodeName = node
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		return p
+	}
+	// Orphans of an earlier incarnation (kubectl delete --cascade=orphan):
+	// pg-0 on n-c, pg-1 on n-a, pg-3 on n-d (beyond replicas).
+	f.addPod(orphan(0, "n-c"))
+	f.addPod(orphan(1, "n-a"))
+	f.addPod(orphan(3, "n-d"))
+	// Not adoptable: owned by another controller; and a pod that does not
+	// match the selector.
+	other := orphan(2, "n-b")
+	other.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "rs-uid", Controller: new(true)}}
+	f.addPod(other)
+	stranger := orphan(5, "n-b")
+	stranger.Name, stranger.Labels = "pg-5", map[string]string{"app": "other"}
+	f.addPod(stranger)
+
+	f.createFlock(fl)
+	f.mustSync("pg")
+
+	// The orphans' nodes become their members' nodes, so they keep their data.
+	members := f.memberNodes("pg")
+	if members[0] != "n-c" || members[1] != "n-a" || members[3] != "n-d" {
+		t.Fatalf("members = %v", members)
+	}
+	for _, name := range []string{"pg-0", "pg-1", "pg-3"} {
+		if p := f.pod(name); !isControlledBy(p, fl) {
+			t.Errorf("%s not adopted: %+v", name, p.OwnerReferences)
+		}
+	}
+	if p := f.pod("pg-2"); p.OwnerReferences[0].Kind != "ReplicaSet" || len(p.OwnerReferences) != 1 {
+		t.Errorf("pg-2 of another controller was touched: %+v", p.OwnerReferences)
+	}
+	if p := f.pod("pg-5"); len(p.OwnerReferences) != 0 {
+		t.Errorf("non-matching pg-5 adopted")
+	}
+	// pg-2's name is taken by another controller's pod: member 2 is
+	// blocked and says so.
+	f.settle("pg")
+	c := f.condition("pg", v1alpha1.FlockMembersBlocked)
+	if c.Reason != ReasonPodNameTaken || !strings.Contains(c.Message, "pod pg-2 exists and is not a pod of this Flock") {
+		t.Fatalf("MembersBlocked = %+v", c)
+	}
+	// OrderedReady: member 2 blocks the scale down of pg-3.
+	if f.pod("pg-3") == nil {
+		t.Fatal("pg-3 deleted while member 2 is blocked")
+	}
+	// Once the other pod is gone, pg-2 is created, then pg-3 (beyond
+	// replicas) is deleted and member 3 leaves the status.
+	f.deletePod("pg-2")
+	f.settle("pg")
+	if p := f.pod("pg-2"); !isControlledBy(p, fl) || !isRunningAndReady(p) {
+		t.Fatalf("pg-2 = %+v", p)
+	}
+	if f.pod("pg-3") != nil {
+		t.Fatal("pg-3 (beyond replicas) not deleted")
+	}
+	if got := f.memberNodes("pg"); !equality.Semantic.DeepEqual(got, map[int32]string{0: "n-c", 1: "n-a", 2: "n-b"}) {
+		t.Fatalf("members = %v", got)
+	}
+}
+
+func TestOrphanOnTakenNodeIsNotAdopted(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b")
+	fl := newFlock("pg", 2)
+	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	f.createFlock(fl)
+	f.mustSync("pg") // 0:n-a, 1:n-b; pods created
+	f.deletePod("pg-1")
+	// A stray pg-1 on n-a (member 0's node) appears.
+	stray := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 1, Node: "n-a"}, "", DefaultDataRoot)
+	stray.OwnerReferences, stray.UID = nil, "stray"
+	f.addPod(stray)
+	f.mustSync("pg")
+	if p := f.pod("pg-1"); p.UID != "stray" || len(p.OwnerReferences) != 0 {
+		t.Fatalf("stray pg-1 was adopted or replaced: %+v", p.ObjectMeta)
+	}
+	if c := f.condition("pg", v1alpha1.FlockMembersBlocked); c.Reason != ReasonPodNameTaken {
+		t.Fatalf("MembersBlocked = %+v", c)
+	}
+}
+
+func TestReleaseOfPodThatNoLongerMatches(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b")
+	fl := newFlock("pg", 2)
+	f.createFlock(fl)
+	f.settle("pg")
+	// A user relabels pg-1 out of the Flock (to debug it, say).
+	f.updatePod("pg-1", func(p *corev1.Pod) { p.Labels["app"] = "debug" })
+	f.mustSync("pg")
+	if p := f.pod("pg-1"); metav1.GetControllerOf(p) != nil {
+		t.Fatalf("pg-1 not released: %+v", p.OwnerReferences)
+	}
+	if c := f.condition("pg", v1alpha1.FlockMembersBlocked); c.Reason != ReasonPodNameTaken {
+		t.Fatalf("MembersBlocked = %+v", c)
+	}
+}
+
+func TestAdoptionRechecksDeletion(t *testing.T) {
+	f := newFixture(t, "n-a")
+	fl := newFlock("pg", 1)
+	p := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "", DefaultDataRoot)
+	p.OwnerReferences, p.UID = nil, "orphan"
+	f.addPod(p)
+	fl.Status.Members = []v1alpha1.FlockMember{{Ordinal: 0, Node: "n-a"}}
+	f.createFlock(fl)
+	// The cache still shows the Flock alive; the API server says it is
+	// being deleted: no adoption.
+	live := f.getFlock("pg")
+	now := metav1.Now()
+	live.DeletionTimestamp = &now
+	if err := f.flockClient.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("flocks"), live, testNamespace); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.controller.sync(f.ctx, "db/pg"); err == nil || !strings.Contains(err.Error(), "being deleted") {
+		t.Fatalf("sync error = %v, want a refusal to adopt", err)
+	}
+	if p := f.pod("pg-0"); len(p.OwnerReferences) != 0 {
+		t.Fatalf("adopted by a Flock being deleted: %+v", p.OwnerReferences)
+	}
+}
+
+func TestDeletingFlockGetsNoNewPods(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b")
+	fl := newFlock("pg", 2)
+	f.createFlock(fl)
+	f.mustSync("pg")
+	f.runPods()
+	f.updateFlock("pg", func(fl *v1alpha1.Flock) {
+		now := metav1.NewTime(f.clock.Now())
+		fl.DeletionTimestamp = &now
+	})
+	f.mustSync("pg")
+	f.runPods()
+	f.mustSync("pg")
+	if got := f.podNames(); !slices.Equal(got, []string{"pg-0"}) {
+		t.Fatalf("pods = %v", got)
+	}
+	f.deletePod("pg-0")
+	f.mustSync("pg")
+	if got := f.podNames(); len(got) != 0 {
+		t.Fatalf("pods = %v, want none for a Flock being deleted", got)
+	}
+	if st := f.getFlock("pg").Status; st.Replicas != 0 {
+		t.Errorf("status.replicas = %d", st.Replicas)
+	}
+}
+
+func TestStatusConflicts(t *testing.T) {
+	t.Run("retried", func(t *testing.T) {
+		f := newFixture(t, "n-a", "n-b")
+		conflicts := 2
+		f.flockClient.PrependReactor("update", "flocks", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			if action.GetSubresource() == "status" && conflicts > 0 {
+				conflicts--
+				return true, nil, apierrors.NewConflict(flockResource, "pg", errors.New("stale"))
+			}
+			return false, nil, nil
+		})
+		f.createFlock(newFlock("pg", 2))
+		f.mustSync("pg")
+		if got := f.memberNodes("pg"); len(got) != 2 {
+			t.Fatalf("members = %v", got)
+		}
+		if f.pod("pg-0") == nil {
+			t.Fatal("pg-0 not created after the conflicts were retried")
+		}
+	})
+
+	t.Run("another writer placed a member first", func(t *testing.T) {
+		f := newFixture(t, "n-a", "n-b", "n-c")
+		raced := false
+		f.flockClient.PrependReactor("update", "flocks", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			if action.GetSubresource() != "status" || raced {
+				return false, nil, nil
+			}
+			raced = true
+			// Another (old) leader wins the race and records member 0 on
+			// n-c, the node this controller wanted for member 2.
+			obj, err := f.flockClient.Tracker().Get(v1alpha1.SchemeGroupVersion.WithResource("flocks"), testNamespace, "pg")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cur := obj.(*v1alpha1.Flock).DeepCopy()
+			cur.Status.Members = []v1alpha1.FlockMember{{Ordinal: 0, Node: "n-c"}}
+			cur.ResourceVersion = "999"
+			if err := f.flockClient.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("flocks"), cur, testNamespace); err != nil {
+				t.Fatal(err)
+			}
+			return true, nil, apierrors.NewConflict(flockResource, "pg", errors.New("stale"))
+		})
+		fl := newFlock("pg", 3)
+		fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+		f.createFlock(fl)
+		f.mustSync("pg")
+		// Their member 0 wins; member 2 could not take n-c and is placed
+		// on the next sync.
+		if got := f.memberNodes("pg"); !equality.Semantic.DeepEqual(got, map[int32]string{0: "n-c", 1: "n-b"}) {
+			t.Fatalf("members = %v", got)
+		}
+		if p := f.pod("pg-0"); p == nil || PinnedNode(p) != "n-c" {
+			t.Fatalf("pg-0 = %+v", p)
+		}
+		f.settle("pg")
+		if got := f.memberNodes("pg"); !equality.Semantic.DeepEqual(got, map[int32]string{0: "n-c", 1: "n-b", 2: "n-a"}) {
+			t.Fatalf("members = %v", got)
+		}
+	})
+
+	t.Run("placement not recorded, no pod", func(t *testing.T) {
+		f := newFixture(t, "n-a")
+		f.flockClient.PrependReactor("update", "flocks", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			if action.GetSubresource() == "status" {
+				return true, nil, apierrors.NewConflict(flockResource, "pg", errors.New("stale"))
+			}
+			return false, nil, nil
+		})
+		f.createFlock(newFlock("pg", 1))
+		if err := f.sync("pg"); err == nil || !apierrors.IsConflict(err) {
+			t.Fatalf("sync error = %v, want a conflict", err)
+		}
+		if got := f.podNames(); len(got) != 0 {
+			t.Fatalf("pods %v created without a recorded member", got)
+		}
+		if !hasEvent(f.events(), "Warning FailedPlacement") {
+			t.Error("no FailedPlacement event")
+		}
+	})
+}
+
+func TestInjectedErrors(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c")
+	f.createFlock(newFlock("pg", 3))
+
+	// A failing pod create: an error, an event, nothing created, a retry.
+	f.members.failNext("CreatePod", 1, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "pg-0", errors.New("quota")))
+	if err := f.sync("pg"); err == nil {
+		t.Fatal("no error from a failing create")
+	}
+	if got := f.podNames(); len(got) != 0 {
+		t.Fatalf("pods = %v", got)
+	}
+	if !hasEvent(f.events(), "Warning FailedCreate", "pg-0", "quota") {
+		t.Error("no FailedCreate event")
+	}
+	f.mustSync("pg")
+	if f.pod("pg-0") == nil {
+		t.Fatal("pg-0 not created on retry")
+	}
+
+	// A failing final status write is reported, and the next sync fixes it.
+	f.runPods()
+	errs := 1
+	f.flockClient.PrependReactor("update", "flocks", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() == "status" && errs > 0 {
+			errs--
+			return true, nil, apierrors.NewServiceUnavailable("etcd is sad")
+		}
+		return false, nil, nil
+	})
+	if err := f.sync("pg"); err == nil || !strings.Contains(err.Error(), "etcd is sad") {
+		t.Fatalf("sync error = %v", err)
+	}
+	f.settle("pg")
+	if st := f.getFlock("pg").Status; st.ReadyReplicas != 3 {
+		t.Fatalf("status = %+v", st)
+	}
+
+	// A failing label fix on an adopted pod is an error and is retried.
+	f.updatePod("pg-1", func(p *corev1.Pod) { delete(p.Labels, v1alpha1.LabelPodName) })
+	f.members.failNext("UpdatePod", 1, apierrors.NewConflict(podResource, "pg-1", errors.New("stale")))
+	if err := f.sync("pg"); err == nil {
+		t.Fatal("no error from a failing pod update")
+	}
+	f.mustSync("pg")
+	if got := f.pod("pg-1").Labels[v1alpha1.LabelPodName]; got != "pg-1" {
+		t.Fatalf("label not fixed: %q", got)
+	}
+
+	// A failing adoption patch is an error; the orphan is adopted later.
+	f.updatePod("pg-2", func(p *corev1.Pod) { p.OwnerReferences = nil })
+	f.members.failNext("PatchPod", 1, apierrors.NewServiceUnavailable("later"))
+	if err := f.sync("pg"); err == nil {
+		t.Fatal("no error from a failing adoption")
+	}
+	f.mustSync("pg")
+	if !isControlledBy(f.pod("pg-2"), f.getFlock("pg")) {
+		t.Fatal("pg-2 not adopted on retry")
+	}
+}
+
+func TestService(t *testing.T) {
+	t.Run("created", func(t *testing.T) {
+		f := newFixture(t, "n-a")
+		fl := newFlock("pg", 1)
+		fl.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "tier", Operator: metav1.LabelSelectorOpDoesNotExist}}
+		f.createFlock(fl)
+		f.mustSync("pg")
+		svc, err := f.members.getService(testNamespace, "pg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if svc.Spec.ClusterIP != corev1.ClusterIPNone || !svc.Spec.PublishNotReadyAddresses ||
+			!equality.Semantic.DeepEqual(svc.Spec.Selector, map[string]string{"app": "pg", v1alpha1.LabelFlockName: "pg"}) ||
+			len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 5432 || svc.Spec.Ports[0].Name != "pg" ||
+			!isControlledBy(svc, fl) {
+			t.Fatalf("service = %+v", svc)
+		}
+		if c := f.condition("pg", v1alpha1.FlockServiceReady); c.Status != metav1.ConditionTrue {
+			t.Fatalf("ServiceReady = %+v", c)
+		}
+		// A template change to the ports reaches the Service.
+		f.updateFlock("pg", func(fl *v1alpha1.Flock) {
+			fl.Spec.Template.Spec.Containers[0].Ports = append(fl.Spec.Template.Spec.Containers[0].Ports, corev1.ContainerPort{ContainerPort: 8008})
+		})
+		f.mustSync("pg")
+		svc, _ = f.members.getService(testNamespace, "pg")
+		if len(svc.Spec.Ports) != 2 || svc.Spec.Ports[1].Name != "tcp-8008" {
+			t.Fatalf("ports = %+v", svc.Spec.Ports)
+		}
+	})
+
+	t.Run("not owned", func(t *testing.T) {
+		f := newFixture(t, "n-a")
+		theirs := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "pg", Namespace: testNamespace, UID: "theirs"},
+			Spec:       corev1.ServiceSpec{ClusterIP: "10.0.0.7", Selector: map[string]string{"app": "legacy"}},
+		}
+		if err := f.services.Add(theirs.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+		f.createFlock(newFlock("pg", 1))
+		f.mustSync("pg")
+		f.mustSync("pg")
+		svc, _ := f.members.getService(testNamespace, "pg")
+		if !equality.Semantic.DeepEqual(svc, theirs) {
+			t.Fatalf("their Service was modified: %+v", svc)
+		}
+		c := f.condition("pg", v1alpha1.FlockServiceReady)
+		if c.Status != metav1.ConditionFalse || c.Reason != ReasonServiceNotOwned {
+			t.Fatalf("ServiceReady = %+v", c)
+		}
+		events := f.events()
+		n := 0
+		for _, e := range events {
+			if strings.HasPrefix(e, "Warning ServiceConflict") {
+				n++
+			}
+		}
+		if n != 1 {
+			t.Errorf("%d ServiceConflict events over two syncs, want 1: %v", n, events)
+		}
+		// The members are still created.
+		if f.pod("pg-0") == nil {
+			t.Error("pg-0 not created")
+		}
+		if f.members.calls["UpdateService"]+f.members.calls["PatchService"]+f.members.calls["CreateService"] != 0 {
+			t.Errorf("service writes: %v", f.members.calls)
+		}
+	})
+
+	t.Run("owned but not headless", func(t *testing.T) {
+		f := newFixture(t, "n-a")
+		fl := newFlock("pg", 1)
+		svc := NewService(fl)
+		svc.Spec.ClusterIP = "10.0.0.9"
+		svc.UID = "svc"
+		if err := f.services.Add(svc); err != nil {
+			t.Fatal(err)
+		}
+		f.createFlock(fl)
+		f.mustSync("pg")
+		if c := f.condition("pg", v1alpha1.FlockServiceReady); c.Reason != ReasonServiceNotHeadless {
+			t.Fatalf("ServiceReady = %+v", c)
+		}
+		if got, _ := f.members.getService(testNamespace, "pg"); got.Spec.ClusterIP != "10.0.0.9" {
+			t.Fatalf("service changed: %+v", got.Spec)
+		}
+	})
+
+	t.Run("orphan of this Flock adopted", func(t *testing.T) {
+		f := newFixture(t, "n-a")
+		fl := newFlock("pg", 1)
+		svc := NewService(fl)
+		svc.OwnerReferences, svc.UID = nil, "svc"
+		if err := f.services.Add(svc); err != nil {
+			t.Fatal(err)
+		}
+		f.createFlock(fl)
+		f.mustSync("pg")
+		got, _ := f.members.getService(testNamespace, "pg")
+		if !isControlledBy(got, fl) {
+			t.Fatalf("orphaned Service not adopted: %+v", got.OwnerReferences)
+		}
+		if c := f.condition("pg", v1alpha1.FlockServiceReady); c.Status != metav1.ConditionTrue {
+			t.Fatalf("ServiceReady = %+v", c)
+		}
+	})
+
+	t.Run("create fails", func(t *testing.T) {
+		f := newFixture(t, "n-a")
+		f.members.failNext("CreateService", 1, apierrors.NewServiceUnavailable("later"))
+		f.createFlock(newFlock("pg", 1))
+		if err := f.sync("pg"); err == nil {
+			t.Fatal("no error")
+		}
+		if c := f.condition("pg", v1alpha1.FlockServiceReady); c.Status != metav1.ConditionFalse {
+			t.Fatalf("ServiceReady = %+v", c)
+		}
+		f.mustSync("pg")
+		if c := f.condition("pg", v1alpha1.FlockServiceReady); c.Status != metav1.ConditionTrue {
+			t.Fatalf("ServiceReady = %+v", c)
+		}
+	})
+}
+
+func TestMinReadySeconds(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b")
+	fl := newFlock("pg", 2)
+	fl.Spec.MinReadySeconds = 30
+	f.createFlock(fl)
+	f.mustSync("pg")
+	f.runPods()
+	f.mustSync("pg")
+	// pg-0 is Ready but not yet available: OrderedReady waits.
+	if got := f.podNames(); !slices.Equal(got, []string{"pg-0"}) {
+		t.Fatalf("pods = %v", got)
+	}
+	if st := f.getFlock("pg").Status; st.ReadyReplicas != 1 || st.AvailableReplicas != 0 {
+		t.Fatalf("status = %+v", st)
+	}
+	res, err := f.controller.control.Sync(f.ctx, f.getFlock("pg"), f.allPods(), f.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter != 30*time.Second {
+		t.Fatalf("RequeueAfter = %v, want 30s", res.RequeueAfter)
+	}
+	f.clock.Step(30 * time.Second)
+	f.mustSync("pg")
+	if got := f.podNames(); !slices.Equal(got, []string{"pg-0", "pg-1"}) {
+		t.Fatalf("pods = %v", got)
+	}
+	if st := f.getFlock("pg").Status; st.AvailableReplicas != 1 {
+		t.Fatalf("status = %+v", st)
+	}
+}
+
+func TestConditionTransitionTimesAreKept(t *testing.T) {
+	f := newFixture(t, "n-a")
+	f.createFlock(newFlock("pg", 1))
+	f.settle("pg")
+	before := f.condition("pg", v1alpha1.FlockAvailable)
+	rv := f.getFlock("pg").ResourceVersion
+	f.clock.Step(time.Hour)
+	f.mustSync("pg")
+	if after := f.condition("pg", v1alpha1.FlockAvailable); !after.LastTransitionTime.Equal(&before.LastTransitionTime) {
+		t.Fatalf("transition time moved from %v to %v", before.LastTransitionTime, after.LastTransitionTime)
+	}
+	if got := f.getFlock("pg").ResourceVersion; got != rv {
+		t.Fatalf("a sync with nothing to change wrote the status (rv %s -> %s)", rv, got)
+	}
+}
+
+func TestInvalidSelectorIsReportedNotRetried(t *testing.T) {
+	f := newFixture(t, "n-a")
+	fl := newFlock("pg", 1)
+	fl.Spec.Selector = &metav1.LabelSelector{}
+	f.createFlock(fl)
+	if err := f.sync("pg"); err != nil {
+		t.Fatalf("sync = %v, want no retry", err)
+	}
+	if got := f.podNames(); len(got) != 0 {
+		t.Fatalf("pods = %v", got)
+	}
+	if !hasEvent(f.events(), "Warning InvalidSelector") {
+		t.Error("no InvalidSelector event")
+	}
+}

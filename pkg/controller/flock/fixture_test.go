@@ -1,0 +1,713 @@
+package flock
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	flockfake "flock.dev/flock/pkg/generated/clientset/versioned/fake"
+	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
+)
+
+const testNamespace = "db"
+
+var (
+	podResource     = schema.GroupResource{Resource: "pods"}
+	serviceResource = schema.GroupResource{Resource: "services"}
+)
+
+// injector makes the next `times` calls of one operation fail with err.
+type injector struct {
+	err   error
+	times int
+}
+
+// fakeMemberControl is a MemberControl over the informers' indexers: writes
+// land in the caches at once, as if the informers were instantaneous. Any
+// operation can be made to fail. Deletion is graceful when graceful is
+// set: the pod gets a deletionTimestamp and stays until finishTerminating.
+type fakeMemberControl struct {
+	pods, services cache.Indexer
+	clock          *testingclock.FakeClock
+	graceful       bool
+	failures       map[string]*injector
+	calls          map[string]int
+	nextUID        int
+}
+
+func newFakeMemberControl(pods, services cache.Indexer, clk *testingclock.FakeClock) *fakeMemberControl {
+	return &fakeMemberControl{pods: pods, services: services, clock: clk, failures: map[string]*injector{}, calls: map[string]int{}}
+}
+
+// failNext makes the next `times` calls of op (e.g. "CreatePod") fail.
+func (c *fakeMemberControl) failNext(op string, times int, err error) {
+	c.failures[op] = &injector{err: err, times: times}
+}
+
+func (c *fakeMemberControl) fail(op string) error {
+	c.calls[op]++
+	if inj := c.failures[op]; inj != nil && inj.times > 0 {
+		inj.times--
+		return inj.err
+	}
+	return nil
+}
+
+func (c *fakeMemberControl) uid() types.UID {
+	c.nextUID++
+	return types.UID("uid-" + strconv.Itoa(c.nextUID))
+}
+
+func (c *fakeMemberControl) getPod(namespace, name string) (*corev1.Pod, error) {
+	obj, ok, err := c.pods.GetByKey(namespace + "/" + name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, apierrors.NewNotFound(podResource, name)
+	}
+	return obj.(*corev1.Pod), nil
+}
+
+func (c *fakeMemberControl) GetPod(namespace, name string) (*corev1.Pod, error) {
+	return c.getPod(namespace, name)
+}
+
+func (c *fakeMemberControl) CreatePod(_ context.Context, pod *corev1.Pod) error {
+	if err := c.fail("CreatePod"); err != nil {
+		return err
+	}
+	if _, err := c.getPod(pod.Namespace, pod.Name); err == nil {
+		return apierrors.NewAlreadyExists(podResource, pod.Name)
+	}
+	pod = pod.DeepCopy()
+	pod.UID = c.uid()
+	pod.ResourceVersion = "1"
+	pod.CreationTimestamp = metav1.NewTime(c.clock.Now())
+	pod.Status.Phase = corev1.PodPending
+	return c.pods.Add(pod)
+}
+
+func (c *fakeMemberControl) UpdatePod(_ context.Context, pod *corev1.Pod) error {
+	if err := c.fail("UpdatePod"); err != nil {
+		return err
+	}
+	old, err := c.getPod(pod.Namespace, pod.Name)
+	if err != nil {
+		return err
+	}
+	if old.UID != pod.UID {
+		return apierrors.NewConflict(podResource, pod.Name, fmt.Errorf("uid changed"))
+	}
+	return c.pods.Update(pod.DeepCopy())
+}
+
+func (c *fakeMemberControl) DeletePod(_ context.Context, pod *corev1.Pod) error {
+	if err := c.fail("DeletePod"); err != nil {
+		return err
+	}
+	old, err := c.getPod(pod.Namespace, pod.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if old.UID != pod.UID {
+		return apierrors.NewConflict(podResource, pod.Name, fmt.Errorf("precondition failed: uid %s", pod.UID))
+	}
+	if !c.graceful {
+		return c.pods.Delete(old)
+	}
+	if old.DeletionTimestamp != nil {
+		return nil
+	}
+	upd := old.DeepCopy()
+	now := metav1.NewTime(c.clock.Now())
+	upd.DeletionTimestamp = &now
+	return c.pods.Update(upd)
+}
+
+// strategicPatch applies a strategic merge patch the way the API server
+// does for these tests: metadata.uid cannot change.
+func strategicPatch[T any](obj *T, uid types.UID, patch []byte) (*T, error) {
+	orig, err := json.Marshal(obj)
+	if err != nil {
+		return nil, err
+	}
+	var zero T
+	patched, err := strategicpatch.StrategicMergePatch(orig, patch, zero)
+	if err != nil {
+		return nil, err
+	}
+	out := new(T)
+	if err := json.Unmarshal(patched, out); err != nil {
+		return nil, err
+	}
+	var meta struct {
+		Metadata struct {
+			UID types.UID `json:"uid"`
+		} `json:"metadata"`
+	}
+	_ = json.Unmarshal(patched, &meta)
+	if meta.Metadata.UID != uid {
+		return nil, apierrors.NewInvalid(schema.GroupKind{Kind: "Object"}, "", nil)
+	}
+	return out, nil
+}
+
+func (c *fakeMemberControl) PatchPod(_ context.Context, namespace, name string, patch []byte) error {
+	if err := c.fail("PatchPod"); err != nil {
+		return err
+	}
+	old, err := c.getPod(namespace, name)
+	if err != nil {
+		return err
+	}
+	upd, err := strategicPatch(old, old.UID, patch)
+	if err != nil {
+		return err
+	}
+	return c.pods.Update(upd)
+}
+
+func (c *fakeMemberControl) getService(namespace, name string) (*corev1.Service, error) {
+	obj, ok, err := c.services.GetByKey(namespace + "/" + name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, apierrors.NewNotFound(serviceResource, name)
+	}
+	return obj.(*corev1.Service), nil
+}
+
+func (c *fakeMemberControl) GetService(namespace, name string) (*corev1.Service, error) {
+	return c.getService(namespace, name)
+}
+
+func (c *fakeMemberControl) CreateService(_ context.Context, svc *corev1.Service) error {
+	if err := c.fail("CreateService"); err != nil {
+		return err
+	}
+	if _, err := c.getService(svc.Namespace, svc.Name); err == nil {
+		return apierrors.NewAlreadyExists(serviceResource, svc.Name)
+	}
+	svc = svc.DeepCopy()
+	svc.UID = c.uid()
+	return c.services.Add(svc)
+}
+
+func (c *fakeMemberControl) UpdateService(_ context.Context, svc *corev1.Service) error {
+	if err := c.fail("UpdateService"); err != nil {
+		return err
+	}
+	if _, err := c.getService(svc.Namespace, svc.Name); err != nil {
+		return err
+	}
+	return c.services.Update(svc.DeepCopy())
+}
+
+func (c *fakeMemberControl) PatchService(_ context.Context, namespace, name string, patch []byte) error {
+	if err := c.fail("PatchService"); err != nil {
+		return err
+	}
+	old, err := c.getService(namespace, name)
+	if err != nil {
+		return err
+	}
+	upd, err := strategicPatch(old, old.UID, patch)
+	if err != nil {
+		return err
+	}
+	return c.services.Update(upd)
+}
+
+// fixture is a controller over fake clientsets and informer caches that are
+// never started: objects are loaded straight into the indexers. Each step
+// (a sync, or a change to the world) is followed by an invariant check.
+type fixture struct {
+	t           *testing.T
+	ctx         context.Context
+	clock       *testingclock.FakeClock
+	flockClient *flockfake.Clientset
+	flocks      cache.Indexer
+	pods        cache.Indexer
+	services    cache.Indexer
+	nodes       cache.Indexer
+	members     *fakeMemberControl
+	recorder    *record.FakeRecorder
+	controller  *Controller
+	// assigned remembers, per Flock UID, the node each recorded member had
+	// at the last check: a recorded assignment may never change.
+	assigned map[types.UID]map[int32]string
+}
+
+func newFixture(t *testing.T, nodeNames ...string) *fixture {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+
+	clk := testingclock.NewFakeClock(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	flockClient := flockfake.NewSimpleClientset()
+	kubeClient := k8sfake.NewClientset()
+	kubeFactory := informers.NewSharedInformerFactory(kubeClient, 0)
+	flockFactory := flockinformers.NewSharedInformerFactory(flockClient, 0)
+	flockInformer := flockFactory.Flock().V1alpha1().Flocks()
+	podInformer := kubeFactory.Core().V1().Pods()
+	nodeInformer := kubeFactory.Core().V1().Nodes()
+	serviceInformer := kubeFactory.Core().V1().Services()
+
+	f := &fixture{
+		t: t, ctx: ctx, clock: clk, flockClient: flockClient,
+		flocks:   flockInformer.Informer().GetIndexer(),
+		pods:     podInformer.Informer().GetIndexer(),
+		services: serviceInformer.Informer().GetIndexer(),
+		nodes:    nodeInformer.Informer().GetIndexer(),
+		recorder: record.NewFakeRecorder(10000),
+		assigned: map[types.UID]map[int32]string{},
+	}
+	f.members = newFakeMemberControl(f.pods, f.services, clk)
+	opts, err := Options{}.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	control := NewDefaultFlockControl(f.members, NewStatusUpdater(flockClient), flockClient,
+		flockInformer.Lister(), nodeInformer.Lister(), f.recorder, opts)
+	f.controller, err = newController(ctx, control, flockInformer, podInformer, nodeInformer, serviceInformer, opts, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.controller.queue.ShutDown)
+	for _, n := range nodeNames {
+		f.addNode(newNode(n))
+	}
+	return f
+}
+
+func newNode(name string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("node-" + name), Labels: map[string]string{"kubernetes.io/hostname": name}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{
+			Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+		}}},
+	}
+}
+
+// newFlock returns a defaulted Flock with a one-container template.
+func newFlock(name string, replicas int32) *v1alpha1.Flock {
+	f := &v1alpha1.Flock{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace, UID: types.UID("flock-" + name), Generation: 1},
+		Spec: v1alpha1.FlockSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "db", Image: "postgres:17",
+					Ports: []corev1.ContainerPort{{Name: "pg", ContainerPort: 5432}},
+					VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/postgresql"}},
+				}}},
+			},
+		},
+	}
+	v1alpha1.SetDefaults_Flock(f)
+	v1alpha1.SetDefaults_FlockSpec(&f.Spec)
+	return f
+}
+
+func (f *fixture) addNode(n *corev1.Node) {
+	f.t.Helper()
+	if err := f.nodes.Add(n); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// updateNode changes a node in the cache.
+func (f *fixture) updateNode(name string, mutate func(*corev1.Node)) {
+	f.t.Helper()
+	obj, ok, _ := f.nodes.GetByKey(name)
+	if !ok {
+		f.t.Fatalf("no node %s", name)
+	}
+	n := obj.(*corev1.Node).DeepCopy()
+	mutate(n)
+	if err := f.nodes.Update(n); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+func (f *fixture) deleteNode(name string) {
+	f.t.Helper()
+	if err := f.nodes.Delete(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.check()
+}
+
+func setNodeReady(ready bool) func(*corev1.Node) {
+	return func(n *corev1.Node) {
+		s := corev1.ConditionFalse
+		if ready {
+			s = corev1.ConditionTrue
+		}
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: s}}
+	}
+}
+
+// createFlock stores a Flock in the clientset and the cache.
+func (f *fixture) createFlock(fl *v1alpha1.Flock) {
+	f.t.Helper()
+	if _, err := f.flockClient.FlockV1alpha1().Flocks(fl.Namespace).Create(f.ctx, fl, metav1.CreateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.refreshFlocks()
+	f.check()
+}
+
+// updateFlock changes a Flock's spec (bumping its generation) or metadata,
+// as a user would.
+func (f *fixture) updateFlock(name string, mutate func(*v1alpha1.Flock)) {
+	f.t.Helper()
+	fl := f.getFlock(name).DeepCopy()
+	mutate(fl)
+	fl.Generation++
+	if _, err := f.flockClient.FlockV1alpha1().Flocks(fl.Namespace).Update(f.ctx, fl, metav1.UpdateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.refreshFlocks()
+	f.check()
+}
+
+func (f *fixture) scale(name string, replicas int32) {
+	f.updateFlock(name, func(fl *v1alpha1.Flock) { fl.Spec.Replicas = &replicas })
+}
+
+// getFlock returns a Flock from the clientset (the source of truth).
+func (f *fixture) getFlock(name string) *v1alpha1.Flock {
+	f.t.Helper()
+	fl, err := f.flockClient.FlockV1alpha1().Flocks(testNamespace).Get(f.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return fl
+}
+
+// refreshFlocks copies every Flock from the clientset into the cache, as
+// the informer would.
+func (f *fixture) refreshFlocks() {
+	f.t.Helper()
+	list, err := f.flockClient.FlockV1alpha1().Flocks("").List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, obj := range f.flocks.List() {
+		_ = f.flocks.Delete(obj)
+	}
+	for i := range list.Items {
+		if err := f.flocks.Add(&list.Items[i]); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+// sync runs one sync of a Flock, refreshes the Flock cache and checks the
+// invariants. It returns the sync's error.
+func (f *fixture) sync(name string) error {
+	f.t.Helper()
+	err := f.controller.sync(f.ctx, testNamespace+"/"+name)
+	f.refreshFlocks()
+	f.check()
+	return err
+}
+
+// mustSync is sync that fails the test on an error.
+func (f *fixture) mustSync(name string) {
+	f.t.Helper()
+	if err := f.sync(name); err != nil {
+		f.t.Fatalf("sync %s: %v", name, err)
+	}
+}
+
+// settle syncs and lets pods run until nothing changes, at most 50 rounds.
+func (f *fixture) settle(name string) {
+	f.t.Helper()
+	for range 50 {
+		before := f.snapshot()
+		f.mustSync(name)
+		f.runPods()
+		if f.snapshot() == before {
+			return
+		}
+	}
+	f.t.Fatalf("flock %s did not settle in 50 rounds", name)
+}
+
+// snapshot is a string that changes when any pod, Service or Flock status
+// changes.
+func (f *fixture) snapshot() string {
+	var b strings.Builder
+	for _, p := range f.allPods() {
+		fmt.Fprintf(&b, "%s %s %s %v|", p.Name, p.UID, p.Status.Phase, p.DeletionTimestamp != nil)
+	}
+	for _, obj := range f.services.List() {
+		s := obj.(*corev1.Service)
+		fmt.Fprintf(&b, "%s %v|", s.Name, s.OwnerReferences)
+	}
+	list, _ := f.flockClient.FlockV1alpha1().Flocks("").List(f.ctx, metav1.ListOptions{})
+	for _, fl := range list.Items {
+		st := fl.Status.DeepCopy()
+		for i := range st.Conditions {
+			st.Conditions[i].LastTransitionTime = metav1.Time{}
+		}
+		data, _ := json.Marshal(st)
+		b.Write(data)
+	}
+	return b.String()
+}
+
+func (f *fixture) allPods() []*corev1.Pod {
+	var pods []*corev1.Pod
+	for _, obj := range f.pods.List() {
+		pods = append(pods, obj.(*corev1.Pod))
+	}
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
+	return pods
+}
+
+func (f *fixture) pod(name string) *corev1.Pod {
+	f.t.Helper()
+	p, err := f.members.getPod(testNamespace, name)
+	if err != nil {
+		return nil
+	}
+	return p
+}
+
+// podNames returns the names of the pods in the cache, sorted.
+func (f *fixture) podNames() []string {
+	var names []string
+	for _, p := range f.allPods() {
+		names = append(names, p.Name)
+	}
+	return names
+}
+
+// addPod puts a pod straight into the cache (a pod made by someone else).
+func (f *fixture) addPod(p *corev1.Pod) {
+	f.t.Helper()
+	if err := f.pods.Add(p); err != nil {
+		f.t.Fatal(err)
+	}
+	f.check()
+}
+
+func (f *fixture) updatePod(name string, mutate func(*corev1.Pod)) {
+	f.t.Helper()
+	p := f.pod(name)
+	if p == nil {
+		f.t.Fatalf("no pod %s", name)
+	}
+	p = p.DeepCopy()
+	mutate(p)
+	if err := f.pods.Update(p); err != nil {
+		f.t.Fatal(err)
+	}
+	f.check()
+}
+
+// deletePod removes a pod at once, as a user's forced delete would.
+func (f *fixture) deletePod(name string) {
+	f.t.Helper()
+	p := f.pod(name)
+	if p == nil {
+		f.t.Fatalf("no pod %s", name)
+	}
+	if err := f.pods.Delete(p); err != nil {
+		f.t.Fatal(err)
+	}
+	f.check()
+}
+
+// runPods plays scheduler and kubelet: a pending pod pinned to a node that
+// exists, is Ready, is not cordoned gets bound to it and becomes Running
+// and Ready; pods on a node that is not Ready lose readiness.
+func (f *fixture) runPods() {
+	f.t.Helper()
+	for _, p := range f.allPods() {
+		if p.DeletionTimestamp != nil || isTerminal(p) {
+			continue
+		}
+		node := PinnedNode(p)
+		obj, ok, _ := f.nodes.GetByKey(node)
+		if !ok {
+			continue
+		}
+		n := obj.(*corev1.Node)
+		upd := p.DeepCopy()
+		if !isNodeReady(n) {
+			upd.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+		} else if p.Spec.NodeName != "" || !n.Spec.Unschedulable {
+			upd.Spec.NodeName = node
+			upd.Status.Phase = corev1.PodRunning
+			if !isRunningAndReady(p) {
+				upd.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(f.clock.Now())}}
+			}
+		}
+		if err := f.pods.Update(upd); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	f.check()
+}
+
+// finishTerminating removes every pod that has a deletionTimestamp.
+func (f *fixture) finishTerminating() {
+	f.t.Helper()
+	for _, p := range f.allPods() {
+		if p.DeletionTimestamp != nil {
+			if err := f.pods.Delete(p); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+	}
+	f.check()
+}
+
+// events returns and forgets the events recorded so far.
+func (f *fixture) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-f.recorder.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+// hasEvent reports whether one of events starts with prefix and contains
+// every one of parts.
+func hasEvent(events []string, prefix string, parts ...string) bool {
+	for _, e := range events {
+		if !strings.HasPrefix(e, prefix) {
+			continue
+		}
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(e, p)
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// check verifies the controller's invariants over every Flock and pod:
+//   - members have distinct ordinals and distinct nodes (no two members of
+//     one Flock on one node);
+//   - a recorded member's node never changes;
+//   - every pod the Flock controls has a well-formed name, at most one pod
+//     per ordinal, a recorded member (no pod without a member), and is
+//     pinned to (and, once bound, on) its member's node.
+func (f *fixture) check() {
+	f.t.Helper()
+	list, err := f.flockClient.FlockV1alpha1().Flocks("").List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for i := range list.Items {
+		fl := &list.Items[i]
+		members := map[int32]v1alpha1.FlockMember{}
+		nodes := map[string]int32{}
+		for _, m := range fl.Status.Members {
+			if _, dup := members[m.Ordinal]; dup {
+				f.t.Fatalf("flock %s: ordinal %d recorded twice: %+v", fl.Name, m.Ordinal, fl.Status.Members)
+			}
+			if other, dup := nodes[m.Node]; dup {
+				f.t.Fatalf("flock %s: members %d and %d share node %s", fl.Name, other, m.Ordinal, m.Node)
+			}
+			if m.Node == "" {
+				f.t.Fatalf("flock %s: member %d has no node", fl.Name, m.Ordinal)
+			}
+			members[m.Ordinal] = m
+			nodes[m.Node] = m.Ordinal
+		}
+		prev := f.assigned[fl.UID]
+		next := map[int32]string{}
+		for ord, m := range members {
+			if old, ok := prev[ord]; ok && old != m.Node {
+				f.t.Fatalf("flock %s: member %d moved from node %s to %s", fl.Name, ord, old, m.Node)
+			}
+			next[ord] = m.Node
+		}
+		f.assigned[fl.UID] = next
+
+		perOrdinal := map[string]string{}
+		for _, p := range f.allPods() {
+			if !isControlledBy(p, fl) {
+				continue
+			}
+			ord, ok := ParseOrdinal(fl.Name, p.Name)
+			if !ok {
+				f.t.Fatalf("flock %s controls pod %s, which has no ordinal", fl.Name, p.Name)
+			}
+			if label := p.Labels[v1alpha1.LabelOrdinal]; label != "" {
+				if other, dup := perOrdinal[label]; dup {
+					f.t.Fatalf("flock %s: pods %s and %s both have ordinal %s", fl.Name, other, p.Name, label)
+				}
+				perOrdinal[label] = p.Name
+			}
+			m, ok := members[ord]
+			if !ok {
+				f.t.Fatalf("flock %s: pod %s has no member in status (members %+v)", fl.Name, p.Name, fl.Status.Members)
+			}
+			if node := PinnedNode(p); node != m.Node {
+				f.t.Fatalf("flock %s: pod %s is pinned to %q, member %d is recorded on %s", fl.Name, p.Name, node, ord, m.Node)
+			}
+			if p.Spec.NodeName != "" && p.Spec.NodeName != m.Node {
+				f.t.Fatalf("flock %s: pod %s runs on %s, member %d is recorded on %s", fl.Name, p.Name, p.Spec.NodeName, ord, m.Node)
+			}
+		}
+	}
+}
+
+// memberNodes returns a Flock's recorded ordinal -> node map.
+func (f *fixture) memberNodes(name string) map[int32]string {
+	out := map[int32]string{}
+	for _, m := range f.getFlock(name).Status.Members {
+		out[m.Ordinal] = m.Node
+	}
+	return out
+}
+
+// condition returns a condition of a Flock, failing when it is absent.
+func (f *fixture) condition(name, typ string) metav1.Condition {
+	f.t.Helper()
+	for _, c := range f.getFlock(name).Status.Conditions {
+		if c.Type == typ {
+			return c
+		}
+	}
+	f.t.Fatalf("flock %s has no condition %s", name, typ)
+	return metav1.Condition{}
+}
