@@ -181,6 +181,54 @@ func UntoleratedTaint(taints []corev1.Taint, tolerations []corev1.Toleration) *c
 	return nil
 }
 
+// Raises reports whether next asks more of the cluster than prev, so that an
+// update from prev to next must be checked: more replicas, a nodeSelector
+// label that prev did not require, a toleration of prev that next drops, or an
+// explicit node for one of next's ordinals that prev did not pin there. An
+// update that does not raise the requirement is never refused for capacity,
+// so a user can always lower, fix or delete a Flock, even after nodes are gone.
+func Raises(prev, next Requirement) bool {
+	if next.Replicas > prev.Replicas {
+		return true
+	}
+	for k, v := range next.NodeSelector {
+		if pv, ok := prev.NodeSelector[k]; !ok || pv != v {
+			return true
+		}
+	}
+	for i := range prev.Tolerations {
+		kept := false
+		for j := range next.Tolerations {
+			if sameToleration(&prev.Tolerations[i], &next.Tolerations[j]) {
+				kept = true
+				break
+			}
+		}
+		if !kept {
+			return true
+		}
+	}
+	prevExplicit := prev.Nodes[:min(len(prev.Nodes), int(max(prev.Replicas, 0)))]
+	for i, name := range next.Nodes[:min(len(next.Nodes), int(max(next.Replicas, 0)))] {
+		if i >= len(prevExplicit) || prevExplicit[i] != name {
+			return true
+		}
+	}
+	return false
+}
+
+// sameToleration compares what matters for eligibility: tolerationSeconds
+// does not, and an empty operator is Equal.
+func sameToleration(a, b *corev1.Toleration) bool {
+	op := func(o corev1.TolerationOperator) corev1.TolerationOperator {
+		if o == "" {
+			return corev1.TolerationOpEqual
+		}
+		return o
+	}
+	return a.Key == b.Key && op(a.Operator) == op(b.Operator) && a.Value == b.Value && a.Effect == b.Effect
+}
+
 // Check returns nil when the cluster can hold r, or an error whose message
 // names the asked number, the eligible number and why other nodes were
 // excluded, e.g. "only 3 of 5 nodes are eligible (nodeSelector disk=local

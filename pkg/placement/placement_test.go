@@ -2,6 +2,7 @@ package placement
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -612,5 +613,61 @@ func BenchmarkAssign5000Nodes(b *testing.B) {
 	for b.Loop() {
 		_, unplaced := Assign(nodes, r, nil, nil)
 		sinkCount = len(unplaced)
+	}
+}
+
+func TestRaises(t *testing.T) {
+	exists := tol("dedicated", corev1.TolerationOpExists, "", "")
+	equal := tol("gpu", "", "a100", corev1.TaintEffectNoSchedule)
+	base := Requirement{
+		Replicas:     3,
+		NodeSelector: map[string]string{"disk": "local", "zone": "z1"},
+		Nodes:        []string{"a", "b"},
+		Tolerations:  []corev1.Toleration{exists, equal},
+	}
+	with := func(f func(r *Requirement)) Requirement {
+		r := base
+		r.NodeSelector = maps.Clone(base.NodeSelector)
+		r.Nodes = slices.Clone(base.Nodes)
+		r.Tolerations = slices.Clone(base.Tolerations)
+		f(&r)
+		return r
+	}
+	tests := []struct {
+		name string
+		next Requirement
+		want bool
+	}{
+		{"unchanged", with(func(*Requirement) {}), false},
+		{"more replicas", with(func(r *Requirement) { r.Replicas = 4 }), true},
+		{"fewer replicas", with(func(r *Requirement) { r.Replicas = 1 }), false},
+		{"selector label added", with(func(r *Requirement) { r.NodeSelector["ssd"] = "yes" }), true},
+		{"selector value changed", with(func(r *Requirement) { r.NodeSelector["zone"] = "z2" }), true},
+		{"selector label removed (wider pool)", with(func(r *Requirement) { delete(r.NodeSelector, "zone") }), false},
+		{"selector removed", with(func(r *Requirement) { r.NodeSelector = nil }), false},
+		{"toleration dropped", with(func(r *Requirement) { r.Tolerations = r.Tolerations[:1] }), true},
+		{"toleration changed", with(func(r *Requirement) { r.Tolerations[0].Key = "other" }), true},
+		{"toleration added", with(func(r *Requirement) {
+			r.Tolerations = append(r.Tolerations, tol("x", corev1.TolerationOpExists, "", ""))
+		}), false},
+		{"tolerations reordered, operator spelled out, seconds set", with(func(r *Requirement) {
+			secs := int64(30)
+			e := equal
+			e.Operator = corev1.TolerationOpEqual
+			e.TolerationSeconds = &secs
+			r.Tolerations = []corev1.Toleration{e, exists}
+		}), false},
+		{"explicit node changed", with(func(r *Requirement) { r.Nodes[1] = "c" }), true},
+		{"explicit node added for an existing ordinal", with(func(r *Requirement) { r.Nodes = append(r.Nodes, "c") }), true},
+		{"explicit node added beyond replicas", with(func(r *Requirement) { r.Replicas = 2; r.Nodes = append(r.Nodes, "c") }), false},
+		{"explicit nodes dropped (pool instead)", with(func(r *Requirement) { r.Nodes = nil }), false},
+		{"fewer replicas and a changed node beyond them", with(func(r *Requirement) { r.Replicas = 1; r.Nodes[1] = "z" }), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Raises(base, tc.next); got != tc.want {
+				t.Errorf("Raises = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
