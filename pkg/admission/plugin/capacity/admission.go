@@ -1,0 +1,249 @@
+// Package capacity is the FlockCapacity admission plugin: it refuses a Flock
+// that the cluster cannot hold, on create, on every update that raises what
+// the Flock asks of the nodes, and on the scale subresource. The rule itself
+// is pkg/placement's, the one the controller places members with, so what
+// this plugin accepts the controller can place.
+//
+// The plugin reads Nodes (core cluster) and Flocks (this API) from shared
+// informers; it never lists anything per request.
+package capacity
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/admission"
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/apiserver/pkg/warning"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"flock.dev/flock/pkg/admission/flockinitializer"
+	"flock.dev/flock/pkg/apis/flock"
+	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
+	flocklisters "flock.dev/flock/pkg/generated/listers/flock/v1alpha1"
+	"flock.dev/flock/pkg/placement"
+)
+
+// PluginName is the name of the plugin in --enable-admission-plugins and
+// RecommendedOptions.Admission.
+const PluginName = "FlockCapacity"
+
+// Register registers the plugin.
+func Register(plugins *admission.Plugins) {
+	plugins.Register(PluginName, func(io.Reader) (admission.Interface, error) {
+		return New(), nil
+	})
+}
+
+// Plugin refuses Flocks whose replicas exceed the eligible nodes.
+type Plugin struct {
+	*admission.Handler
+
+	nodes        *nodeSnapshot
+	flocks       flocklisters.FlockLister
+	nodesSynced  cache.InformerSynced
+	flocksSynced cache.InformerSynced
+}
+
+var (
+	_ admission.ValidationInterface              = &Plugin{}
+	_ admission.InitializationValidator          = &Plugin{}
+	_ flockinitializer.WantsKubeInformerFactory  = &Plugin{}
+	_ flockinitializer.WantsFlockInformerFactory = &Plugin{}
+)
+
+// New returns the plugin, handling Create and Update. It needs both informer
+// factories (see flockinitializer) before it can serve.
+func New() *Plugin {
+	p := &Plugin{Handler: admission.NewHandler(admission.Create, admission.Update)}
+	p.SetReadyFunc(p.HasSynced)
+	return p
+}
+
+// SetKubeInformerFactory takes the Node lister from the core cluster's
+// informers (and registers the Node informer with the factory).
+func (p *Plugin) SetKubeInformerFactory(f kubeinformers.SharedInformerFactory) {
+	nodes := f.Core().V1().Nodes()
+	p.nodes = newNodeSnapshot(nodes.Lister())
+	p.nodesSynced = nodes.Informer().HasSynced
+	if err := p.nodes.track(nodes.Informer()); err != nil {
+		// Only a stopped informer refuses handlers; then every request lists.
+		klog.TODO().Error(err, "Cannot follow node changes; listing nodes on every request", "plugin", PluginName)
+	}
+}
+
+// SetFlockInformerFactory takes the Flock lister, used by the scale
+// subresource, whose requests carry only a Scale.
+func (p *Plugin) SetFlockInformerFactory(f flockinformers.SharedInformerFactory) {
+	flocks := f.Flock().V1alpha1().Flocks()
+	p.flocks = flocks.Lister()
+	p.flocksSynced = flocks.Informer().HasSynced
+}
+
+// ValidateInitialization fails when a lister is missing.
+func (p *Plugin) ValidateInitialization() error {
+	if p.nodes == nil {
+		return fmt.Errorf("%s: missing node lister (no core cluster informer factory)", PluginName)
+	}
+	if p.flocks == nil {
+		return fmt.Errorf("%s: missing flock lister (no flock informer factory)", PluginName)
+	}
+	return nil
+}
+
+// HasSynced reports whether the Node and Flock informers have synced. The
+// plugin waits for it (up to admission's 10s) before it checks a request.
+func (p *Plugin) HasSynced() bool {
+	return p.nodesSynced != nil && p.nodesSynced() && p.flocksSynced != nil && p.flocksSynced()
+}
+
+// Validate refuses a create, update or scale that raises a Flock's
+// requirement beyond what the nodes can hold, and warns when the Flock fits
+// but may be placed on a NotReady node.
+func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admission.ObjectInterfaces) error {
+	if a.GetResource().GroupResource() != flock.Resource("flocks") {
+		return nil
+	}
+	var (
+		r   placement.Requirement
+		err error
+	)
+	switch a.GetSubresource() {
+	case "":
+		r, err = p.flockRequirement(a)
+	case "scale":
+		r, err = p.scaleRequirement(a)
+	default:
+		return nil
+	}
+	if err != nil || r.Replicas <= 0 {
+		return err
+	}
+
+	nodes, err := p.nodes.list()
+	if err != nil {
+		return apierrors.NewInternalError(err)
+	}
+	refusal, warnings := placement.Verify(nodes, r)
+	logger := klog.FromContext(ctx)
+	if refusal != nil {
+		logger.V(2).Info("Refused Flock: not enough eligible nodes", "flock", klog.KRef(a.GetNamespace(), a.GetName()),
+			"operation", a.GetOperation(), "subresource", a.GetSubresource(), "refusal", refusal.Error())
+		return apierrors.NewInvalid(flock.Kind("Flock"), a.GetName(), field.ErrorList{refusal.FieldError()})
+	}
+	for _, w := range warnings {
+		warning.AddWarning(ctx, "", w)
+	}
+	if len(warnings) > 0 {
+		logger.V(4).Info("Admitted Flock with warnings", "flock", klog.KRef(a.GetNamespace(), a.GetName()), "warnings", warnings)
+	}
+	return nil
+}
+
+// flockRequirement returns what a create or update of a Flock asks, or a
+// zero Requirement when an update does not raise it.
+func (p *Plugin) flockRequirement(a admission.Attributes) (placement.Requirement, error) {
+	obj, ok := a.GetObject().(*flock.Flock)
+	if !ok {
+		return placement.Requirement{}, apierrors.NewBadRequest(fmt.Sprintf("%s: unexpected object of type %T", PluginName, a.GetObject()))
+	}
+	r := RequirementFromInternal(obj)
+	if a.GetOperation() == admission.Update {
+		old, ok := a.GetOldObject().(*flock.Flock)
+		if !ok {
+			return placement.Requirement{}, apierrors.NewBadRequest(fmt.Sprintf("%s: unexpected old object of type %T", PluginName, a.GetOldObject()))
+		}
+		if !placement.Raises(RequirementFromInternal(old), r) {
+			return placement.Requirement{}, nil
+		}
+	}
+	if err := p.ready(a, r); err != nil {
+		return placement.Requirement{}, err
+	}
+	return r, nil
+}
+
+// scaleRequirement returns what a Flock asks with the replicas of a Scale, or
+// a zero Requirement when the scale does not raise replicas. The Scale
+// carries only replicas: placement and tolerations come from the Flock
+// lister.
+func (p *Plugin) scaleRequirement(a admission.Attributes) (placement.Requirement, error) {
+	scale, ok := a.GetObject().(*autoscalingv1.Scale)
+	if !ok {
+		return placement.Requirement{}, apierrors.NewBadRequest(fmt.Sprintf("%s: unexpected object of type %T for flocks/scale", PluginName, a.GetObject()))
+	}
+	if old, ok := a.GetOldObject().(*autoscalingv1.Scale); ok && scale.Spec.Replicas <= old.Spec.Replicas {
+		return placement.Requirement{}, nil
+	}
+	if scale.Spec.Replicas <= 0 {
+		return placement.Requirement{}, nil
+	}
+	if err := p.ready(a, placement.Requirement{Replicas: scale.Spec.Replicas}); err != nil {
+		return placement.Requirement{}, err
+	}
+	f, err := p.flocks.Flocks(a.GetNamespace()).Get(a.GetName())
+	if apierrors.IsNotFound(err) {
+		// The Flock exists (its Scale is being updated) but the informer has
+		// not seen it yet: refuse rather than guess its placement.
+		return placement.Requirement{}, admission.NewForbidden(a,
+			fmt.Errorf("cannot check capacity yet: flock %s/%s is not yet in the admission cache, retry", a.GetNamespace(), a.GetName()))
+	}
+	if err != nil {
+		return placement.Requirement{}, apierrors.NewInternalError(err)
+	}
+	r := placement.RequirementFromFlock(f)
+	r.Replicas = scale.Spec.Replicas
+	return r, nil
+}
+
+// ready waits for the informers, and refuses the request when they are not
+// synced in time. Requests that ask for no node never wait.
+func (p *Plugin) ready(a admission.Attributes, r placement.Requirement) error {
+	if r.Replicas <= 0 || p.WaitForReady() {
+		return nil
+	}
+	return admission.NewForbidden(a, fmt.Errorf("%s: not yet ready to handle requests: the node and flock caches have not synced", PluginName))
+}
+
+// RequirementFromInternal returns the Requirement of an internal Flock, as
+// admission sees it. A nil spec.replicas counts as the default, 1.
+func RequirementFromInternal(f *flock.Flock) placement.Requirement {
+	replicas := int32(1)
+	if f.Spec.Replicas != nil {
+		replicas = *f.Spec.Replicas
+	}
+	return placement.Requirement{
+		Replicas:     replicas,
+		NodeSelector: f.Spec.Placement.NodeSelector,
+		Nodes:        f.Spec.Placement.Nodes,
+		Tolerations:  f.Spec.Template.Spec.Tolerations,
+	}
+}
+
+// ReadyzCheck is a /readyz check that fails until the informers the plugin
+// reads (Nodes of the core cluster, and Flocks when flocks is not nil) have
+// synced. Calling it registers those informers with the factories, so call it
+// before the factories are started.
+func ReadyzCheck(kube kubeinformers.SharedInformerFactory, flocks flockinformers.SharedInformerFactory) healthz.HealthChecker {
+	nodesSynced := kube.Core().V1().Nodes().Informer().HasSynced
+	flocksSynced := func() bool { return true }
+	if flocks != nil {
+		flocksSynced = flocks.Flock().V1alpha1().Flocks().Informer().HasSynced
+	}
+	return healthz.NamedCheck("flock-capacity-informers", func(*http.Request) error {
+		if !nodesSynced() {
+			return fmt.Errorf("node informer not synced")
+		}
+		if !flocksSynced() {
+			return fmt.Errorf("flock informer not synced")
+		}
+		return nil
+	})
+}
