@@ -1,0 +1,223 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/test/cluster"
+)
+
+// callTimeout bounds one kubectl run or API call.
+const callTimeout = 60 * time.Second
+
+// forEachKubectl runs f as a subtest for the built v1.37 kubectl ("built")
+// and the system's kubectl ("system", v1.32 here). A missing system kubectl
+// fails the subtest; nothing is skipped silently.
+func forEachKubectl(t *testing.T, f func(t *testing.T, k cluster.Kubectl)) {
+	t.Helper()
+	t.Run("built", func(t *testing.T) { f(t, env.KubectlBuilt()) })
+	t.Run("system", func(t *testing.T) {
+		k, err := env.KubectlSystem()
+		if err != nil {
+			t.Fatalf("the kubectl version-skew check needs a second kubectl: %v", err)
+		}
+		f(t, k)
+	})
+}
+
+// kubectl runs k and fails the test unless it exits 0; it returns stdout.
+func kubectl(t *testing.T, k cluster.Kubectl, args ...string) string {
+	t.Helper()
+	return kubectlInput(t, k, "", args...)
+}
+
+// kubectlInput is kubectl with stdin.
+func kubectlInput(t *testing.T, k cluster.Kubectl, stdin string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	defer cancel()
+	res, err := env.KubectlInput(ctx, k, stdin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.Stdout
+}
+
+// kubectlFails runs k, fails the test if it exits 0, and returns what it printed.
+func kubectlFails(t *testing.T, k cluster.Kubectl, stdin string, args ...string) *cluster.KubectlResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	defer cancel()
+	res, err := env.KubectlInput(ctx, k, stdin, args...)
+	if err == nil {
+		t.Fatalf("kubectl (%s) %s succeeded, want a failure; stdout:\n%s", k.Name, strings.Join(args, " "), res.Stdout)
+	}
+	var ke *cluster.KubectlError
+	if !errors.As(err, &ke) || res.ExitCode <= 0 {
+		t.Fatalf("kubectl (%s) %s did not run: %v", k.Name, strings.Join(args, " "), err)
+	}
+	return res
+}
+
+// ctxFor returns a context bounded by callTimeout and the test.
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls f every 250ms until it returns nil, failing the test with
+// f's last error after timeout.
+func eventually(t *testing.T, timeout time.Duration, what string, f func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), timeout)
+	defer cancel()
+	var err error
+	for {
+		if err = f(ctx); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s: not true after %v: %v", what, timeout, err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// newNamespace creates a namespace named after the test and deletes it when
+// the test ends.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	base := nonDNS.ReplaceAllString(strings.ToLower(t.Name()), "-")
+	if len(base) > 40 {
+		base = base[:40]
+	}
+	name := fmt.Sprintf("e2e-%s-%04x", strings.Trim(base, "-"), rand.IntN(1<<16))
+	ctx := ctxFor(t)
+	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		if err := env.Kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete namespace %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// flockManifest is a minimal valid Flock as YAML.
+func flockManifest(name, namespace string, replicas int) string {
+	return fmt.Sprintf(`apiVersion: flock.dev/v1alpha1
+kind: Flock
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  replicas: %[3]d
+  selector:
+    matchLabels:
+      app: %[1]s
+  template:
+    metadata:
+      labels:
+        app: %[1]s
+    spec:
+      containers:
+      - name: app
+        image: busybox:1.36
+        command: ["sleep", "infinity"]
+`, name, namespace, replicas)
+}
+
+// newFlock is a minimal valid Flock.
+func newFlock(name, namespace string, replicas int32) *flockv1alpha1.Flock {
+	labels := map[string]string{"app": name}
+	return &flockv1alpha1.Flock{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
+		Spec: flockv1alpha1.FlockSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "app", Image: "busybox:1.36", Command: []string{"sleep", "infinity"},
+				}}},
+			},
+		},
+	}
+}
+
+// createFlock creates a Flock through kube-apiserver with the clientset.
+func createFlock(t *testing.T, f *flockv1alpha1.Flock) *flockv1alpha1.Flock {
+	t.Helper()
+	out, err := env.Flock.FlockV1alpha1().Flocks(f.Namespace).Create(ctxFor(t), f, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create Flock %s/%s: %v", f.Namespace, f.Name, err)
+	}
+	return out
+}
+
+// lineReader collects the lines a background command prints.
+type lineReader struct {
+	mu    sync.Mutex
+	lines []string
+	more  chan struct{}
+}
+
+func newLineReader(r io.Reader) *lineReader {
+	lr := &lineReader{more: make(chan struct{}, 1)}
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			lr.mu.Lock()
+			lr.lines = append(lr.lines, sc.Text())
+			lr.mu.Unlock()
+			select {
+			case lr.more <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return lr
+}
+
+// waitFor waits until a line matching re has been read, and returns it.
+func (lr *lineReader) waitFor(t *testing.T, re *regexp.Regexp, timeout time.Duration) string {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		lr.mu.Lock()
+		for _, l := range lr.lines {
+			if re.MatchString(l) {
+				lr.mu.Unlock()
+				return l
+			}
+		}
+		seen := append([]string(nil), lr.lines...)
+		lr.mu.Unlock()
+		select {
+		case <-lr.more:
+		case <-deadline:
+			t.Fatalf("no line matching %q within %v; got:\n%s", re, timeout, strings.Join(seen, "\n"))
+		}
+	}
+}
