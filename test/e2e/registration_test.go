@@ -177,4 +177,3 @@ func TestExplain(t *testing.T) {
 		}
 	})
 }
-
