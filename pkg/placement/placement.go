@@ -372,9 +372,9 @@ func (e *CheckError) FieldError() *field.Error {
 // ordinals >= r.Replicas (members that are still being removed), so two
 // members never share a node. An explicit r.Nodes[i] that is missing,
 // ineligible or already used leaves ordinal i unplaced: an explicit ordinal
-// never falls back to the pool. Explicit ordinals come first (they are
-// 0..len(r.Nodes)-1), so the pool never takes a node an explicit ordinal
-// asks for. unplaced is in ascending order.
+// never falls back to the pool. New explicit ordinals (0..len(r.Nodes)-1) are
+// placed before any pool ordinal, so the pool never takes the node of a new
+// explicit ordinal. unplaced is in ascending order.
 func Assign(nodes []*corev1.Node, r Requirement, existing map[int32]string, usage map[string]int) (assigned map[int32]string, unplaced []int32) {
 	replicas := max(r.Replicas, 0)
 	assigned = make(map[int32]string, replicas)

@@ -134,7 +134,7 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	refusal, warnings := placement.Verify(nodes, r)
 	logger := klog.FromContext(ctx)
 	if refusal != nil {
-		logger.V(2).Info("Refused Flock: not enough eligible nodes", "flock", klog.KRef(a.GetNamespace(), a.GetName()),
+		logger.V(2).Info("Refused Flock that the nodes cannot hold", "flock", klog.KRef(a.GetNamespace(), a.GetName()),
 			"operation", a.GetOperation(), "subresource", a.GetSubresource(), "refusal", refusal.Error())
 		return apierrors.NewInvalid(flock.Kind("Flock"), a.GetName(), field.ErrorList{refusal.FieldError()})
 	}
