@@ -3,17 +3,22 @@
 package apiserver
 
 import (
+	"context"
+
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apiserver/pkg/registry/rest"
+	apirest "k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/client-go/rest"
 
+	"flock.dev/flock/pkg/admission/plugin/capacity"
 	"flock.dev/flock/pkg/apis/flock"
 	"flock.dev/flock/pkg/apis/flock/install"
 	"flock.dev/flock/pkg/apis/flock/validation"
+	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
 	flockregistry "flock.dev/flock/pkg/registry/flock"
 )
 
@@ -44,6 +49,13 @@ func init() {
 type ExtraConfig struct {
 	// Validation carries the server flags that validation depends on.
 	Validation validation.Options
+	// FlockInformers are informers on flock-apiserver itself (through the
+	// loopback client), shared by admission and the controller.
+	FlockInformers flockinformers.SharedInformerFactory
+	// CoreClientConfig reaches the core cluster (nil when standalone).
+	CoreClientConfig *rest.Config
+	// Controller configures the embedded Flock controller.
+	Controller ControllerConfig
 }
 
 // Config is the whole configuration of flock-apiserver.
@@ -85,13 +97,46 @@ func (c completedConfig) New() (*FlockServer, error) {
 		return nil, err
 	}
 	group := genericapiserver.NewDefaultAPIGroupInfo(flock.GroupName, Scheme, metav1.ParameterCodec, Codecs)
-	group.VersionedResourcesStorageMap["v1alpha1"] = map[string]rest.Storage{
+	group.VersionedResourcesStorageMap["v1alpha1"] = map[string]apirest.Storage{
 		"flocks":        storage.Flock,
 		"flocks/status": storage.Status,
 		"flocks/scale":  storage.Scale,
 	}
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, err
+	}
+
+	core := c.GenericConfig.SharedInformerFactory
+	flocks := c.ExtraConfig.FlockInformers
+	if flocks != nil {
+		if core != nil {
+			// Admission reads Nodes and Flocks from these informers.
+			if err := generic.AddReadyzChecks(capacity.ReadyzCheck(core, flocks)); err != nil {
+				return nil, err
+			}
+		}
+		generic.AddPostStartHookOrDie("start-flock-informers", func(ctx genericapiserver.PostStartHookContext) error {
+			flocks.Start(ctx.Done())
+			return nil
+		})
+	}
+	if c.ExtraConfig.Controller.Enabled {
+		ctx := context.Background()
+		ec, err := newEmbeddedController(ctx, c.ExtraConfig.Controller, c.ExtraConfig.CoreClientConfig,
+			c.GenericConfig.LoopbackClientConfig, core, flocks)
+		if err != nil {
+			return nil, err
+		}
+		if err := generic.AddReadyzChecks(ec.readyz()); err != nil {
+			return nil, err
+		}
+		generic.AddPostStartHookOrDie("start-flock-controller", func(ctx genericapiserver.PostStartHookContext) error {
+			// The controller added informers after the generic server's
+			// hook may have started the factories: start the new ones.
+			core.Start(ctx.Done())
+			flocks.Start(ctx.Done())
+			return ec.start(ctx)
+		})
 	}
 	return s, nil
 }

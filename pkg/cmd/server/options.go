@@ -21,6 +21,7 @@ import (
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 
+	"flock.dev/flock/pkg/admission/plugin/capacity"
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/pkg/apiserver"
 )
@@ -108,6 +109,8 @@ func NewOptions() *Options {
 		CleanupImage: "busybox:1.36",
 		Logs:         logs.NewOptions(),
 	}
+	capacity.Register(o.RecommendedOptions.Admission.Plugins)
+	o.RecommendedOptions.Admission.RecommendedPluginOrder = append(o.RecommendedOptions.Admission.RecommendedPluginOrder, capacity.PluginName)
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
 		v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: v1alpha1.GroupName})
 	// Flocks are served from flock-apiserver's own etcd: never from

@@ -16,9 +16,15 @@ import (
 	"k8s.io/component-base/term"
 	"k8s.io/klog/v2"
 
+	"k8s.io/apiserver/pkg/admission"
+
+	"flock.dev/flock/pkg/admission/flockinitializer"
 	"flock.dev/flock/pkg/apis/flock/validation"
 	"flock.dev/flock/pkg/apiserver"
+	flockcontroller "flock.dev/flock/pkg/controller/flock"
 	"flock.dev/flock/pkg/etcd"
+	"flock.dev/flock/pkg/generated/clientset/versioned"
+	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
 	generatedopenapi "flock.dev/flock/pkg/generated/openapi"
 )
 
@@ -77,13 +83,44 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	cfg.OpenAPIV3Config.Info.Title = "Flock"
 	cfg.OpenAPIV3Config.Info.Version = "v1alpha1"
 
+	var flockInformers flockinformers.SharedInformerFactory
+	o.RecommendedOptions.ExtraAdmissionInitializers = func(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
+		client, err := versioned.NewForConfig(c.LoopbackClientConfig)
+		if err != nil {
+			return nil, err
+		}
+		flockInformers = flockinformers.NewSharedInformerFactory(client, 0)
+		return []admission.PluginInitializer{flockinitializer.New(c.SharedInformerFactory, flockInformers)}, nil
+	}
 	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
 		return nil, err
+	}
+	if flockInformers == nil {
+		// No admission (standalone): the controller, if any, still needs Flock informers.
+		client, err := versioned.NewForConfig(cfg.LoopbackClientConfig)
+		if err != nil {
+			return nil, err
+		}
+		flockInformers = flockinformers.NewSharedInformerFactory(client, 0)
 	}
 	return &apiserver.Config{
 		GenericConfig: cfg,
 		ExtraConfig: apiserver.ExtraConfig{
-			Validation: validation.Options{AllowHostAccess: o.AllowHostAccess},
+			Validation:       validation.Options{AllowHostAccess: o.AllowHostAccess},
+			FlockInformers:   flockInformers,
+			CoreClientConfig: cfg.ClientConfig,
+			Controller: apiserver.ControllerConfig{
+				Enabled: o.ControllerEnabled(ControllerFlock),
+				Options: flockcontroller.Options{
+					ClusterDomain: o.ClusterDomain,
+					DataRoot:      o.DataRoot,
+					CleanupImage:  o.CleanupImage,
+					Workers:       o.Workers,
+				},
+				QPS:            o.KubeAPIQPS,
+				Burst:          o.KubeAPIBurst,
+				LeaderElection: o.LeaderElection,
+			},
 		},
 	}, nil
 }

@@ -20,7 +20,7 @@ package v1alpha1
 
 import (
 	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
-	corev1 "k8s.io/api/core/v1"
+	corev1 "k8s.io/client-go/applyconfigurations/core/v1"
 	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
@@ -63,7 +63,7 @@ type FlockSpecApplyConfiguration struct {
 	// member's name, hostname, subdomain, labels, a required node affinity to
 	// the member's node and the managed data volume. It may not use the host's
 	// network, PID or IPC namespaces, or hostPath volumes.
-	Template *corev1.PodTemplateSpec `json:"template,omitempty"`
+	Template *corev1.PodTemplateSpecApplyConfiguration `json:"template,omitempty"`
 }
 
 // FlockSpecApplyConfiguration constructs a declarative configuration of the FlockSpec type for use with
@@ -155,7 +155,7 @@ func (b *FlockSpecApplyConfiguration) WithRevisionHistoryLimit(value int32) *Flo
 // WithTemplate sets the Template field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the Template field is set to the value of the last call.
-func (b *FlockSpecApplyConfiguration) WithTemplate(value corev1.PodTemplateSpec) *FlockSpecApplyConfiguration {
-	b.Template = &value
+func (b *FlockSpecApplyConfiguration) WithTemplate(value *corev1.PodTemplateSpecApplyConfiguration) *FlockSpecApplyConfiguration {
+	b.Template = value
 	return b
 }

@@ -1,0 +1,156 @@
+package apiserver
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/healthz"
+	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	componentbaseconfig "k8s.io/component-base/config"
+	"k8s.io/klog/v2"
+
+	flockcontroller "flock.dev/flock/pkg/controller/flock"
+	"flock.dev/flock/pkg/generated/clientset/versioned"
+	flockscheme "flock.dev/flock/pkg/generated/clientset/versioned/scheme"
+	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
+)
+
+// ControllerConfig configures the embedded Flock controller.
+type ControllerConfig struct {
+	// Enabled runs the controller (--controllers).
+	Enabled bool
+	// Options are handed to the controller.
+	Options flockcontroller.Options
+	// QPS and Burst limit the controller's client of the core cluster.
+	QPS   float32
+	Burst int
+	// LeaderElection makes one of several replicas run the controller.
+	LeaderElection componentbaseconfig.LeaderElectionConfiguration
+}
+
+// embeddedController is the controller with what it needs to run.
+type embeddedController struct {
+	config     ControllerConfig
+	controller *flockcontroller.Controller
+	kubeClient kubernetes.Interface
+	recorder   record.EventRecorder
+	broadcast  record.EventBroadcaster
+}
+
+// newEmbeddedController builds the controller before the informer factories
+// start, so that its informers (and their indexes) are registered in time.
+func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig, loopback *rest.Config,
+	kubeFactory kubeinformers.SharedInformerFactory, flockFactory flockinformers.SharedInformerFactory) (*embeddedController, error) {
+	if coreConfig == nil || kubeFactory == nil {
+		return nil, fmt.Errorf("the Flock controller needs a core cluster (--kubeconfig or in-cluster config)")
+	}
+	kc := rest.CopyConfig(coreConfig)
+	kc.QPS, kc.Burst = cfg.QPS, cfg.Burst
+	kc.UserAgent = "flock-controller"
+	kubeClient, err := kubernetes.NewForConfig(kc)
+	if err != nil {
+		return nil, err
+	}
+	lc := rest.CopyConfig(loopback)
+	lc.UserAgent = "flock-controller"
+	flockClient, err := versioned.NewForConfig(lc)
+	if err != nil {
+		return nil, err
+	}
+	broadcast := record.NewBroadcaster(record.WithContext(ctx))
+	recorder := broadcast.NewRecorder(flockscheme.Scheme, corev1.EventSource{Component: "flock-controller"})
+	c, err := flockcontroller.NewController(ctx, kubeClient, flockClient,
+		flockFactory.Flock().V1alpha1().Flocks(),
+		kubeFactory.Core().V1().Pods(),
+		kubeFactory.Core().V1().Nodes(),
+		kubeFactory.Core().V1().Services(),
+		recorder, cfg.Options)
+	if err != nil {
+		return nil, err
+	}
+	return &embeddedController{config: cfg, controller: c, kubeClient: kubeClient, recorder: recorder, broadcast: broadcast}, nil
+}
+
+// readyz fails until the controller's informers have synced.
+func (e *embeddedController) readyz() healthz.HealthChecker {
+	return healthz.NamedCheck("flock-controller-informers", func(*http.Request) error {
+		if !e.controller.HasSynced() {
+			return fmt.Errorf("the Flock controller's informers have not synced")
+		}
+		return nil
+	})
+}
+
+// start runs the controller, under leader election when configured, until
+// the server stops. It returns at once.
+func (e *embeddedController) start(hookCtx genericapiserver.PostStartHookContext) error {
+	ctx := hookCtx
+	logger := klog.FromContext(ctx).WithName("flock-controller")
+	ctx2 := klog.NewContext(ctx, logger)
+	e.broadcast.StartStructuredLogging(3)
+	e.broadcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.kubeClient.CoreV1().Events("")})
+	go func() {
+		<-ctx.Done()
+		e.broadcast.Shutdown()
+	}()
+
+	run := func(ctx context.Context) { e.controller.Run(ctx, e.config.Options.Workers) }
+	le := e.config.LeaderElection
+	if !le.LeaderElect {
+		go run(ctx2)
+		return nil
+	}
+	hostname, _ := os.Hostname()
+	id := hostname + "_" + string(uuid.NewUUID())
+	lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
+		e.kubeClient.CoreV1(), e.kubeClient.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: id, EventRecorder: e.recorder})
+	if err != nil {
+		return fmt.Errorf("leader election lock: %w", err)
+	}
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   le.LeaseDuration.Duration,
+		RenewDeadline:   le.RenewDeadline.Duration,
+		RetryPeriod:     le.RetryPeriod.Duration,
+		ReleaseOnCancel: true,
+		Name:            le.ResourceName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				logger.Info("Became leader; starting the Flock controller", "identity", id)
+				run(klog.NewContext(ctx, logger))
+			},
+			OnStoppedLeading: func() {
+				if ctx.Err() != nil {
+					return // the server is stopping
+				}
+				// Another replica may already act on Flocks: stop at once,
+				// as kube-controller-manager does, and let the restart
+				// campaign again with fresh caches.
+				logger.Error(nil, "Lost the Flock controller lease; exiting", "identity", id)
+				klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+			},
+			OnNewLeader: func(identity string) {
+				if identity != id {
+					logger.Info("Another replica leads the Flock controller", "leader", identity)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	go elector.Run(ctx)
+	return nil
+}
