@@ -180,6 +180,7 @@ func createFlock(t *testing.T, f *flockv1alpha1.Flock) *flockv1alpha1.Flock {
 type lineReader struct {
 	mu    sync.Mutex
 	lines []string
+	eof   bool
 	more  chan struct{}
 }
 
@@ -191,16 +192,25 @@ func newLineReader(r io.Reader) *lineReader {
 			lr.mu.Lock()
 			lr.lines = append(lr.lines, sc.Text())
 			lr.mu.Unlock()
-			select {
-			case lr.more <- struct{}{}:
-			default:
-			}
+			lr.notify()
 		}
+		lr.mu.Lock()
+		lr.eof = true
+		lr.mu.Unlock()
+		lr.notify()
 	}()
 	return lr
 }
 
-// waitFor waits until a line matching re has been read, and returns it.
+func (lr *lineReader) notify() {
+	select {
+	case lr.more <- struct{}{}:
+	default:
+	}
+}
+
+// waitFor waits until a line matching re has been read, and returns it. It
+// fails the test after timeout, or at once when the output has ended.
 func (lr *lineReader) waitFor(t *testing.T, re *regexp.Regexp, timeout time.Duration) string {
 	t.Helper()
 	deadline := time.After(timeout)
@@ -213,7 +223,11 @@ func (lr *lineReader) waitFor(t *testing.T, re *regexp.Regexp, timeout time.Dura
 			}
 		}
 		seen := append([]string(nil), lr.lines...)
+		eof := lr.eof
 		lr.mu.Unlock()
+		if eof {
+			t.Fatalf("output ended without a line matching %q; got:\n%s", re, strings.Join(seen, "\n"))
+		}
 		select {
 		case <-lr.more:
 		case <-deadline:
