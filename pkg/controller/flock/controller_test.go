@@ -1,0 +1,218 @@
+package flock
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	flockfake "flock.dev/flock/pkg/generated/clientset/versioned/fake"
+	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
+)
+
+// drain returns the keys in the queue, without blocking.
+func drain(c *Controller) []string {
+	var keys []string
+	for c.queue.Len() > 0 {
+		k, _ := c.queue.Get()
+		c.queue.Done(k)
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+func TestEventHandlers(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b")
+	logger := klog.FromContext(f.ctx)
+	c := f.controller
+	pg := newFlock("pg", 2)
+	pg.Status.Members = []v1alpha1.FlockMember{{Ordinal: 0, Node: "n-a"}, {Ordinal: 1, Node: "n-b"}}
+	kv := newFlock("kv", 1)
+	kv.Spec.ServiceName = "shared"
+	kv.Status.Members = []v1alpha1.FlockMember{{Ordinal: 0, Node: "n-a"}}
+	idle := newFlock("idle", 0)
+	f.createFlock(pg)
+	f.createFlock(kv)
+	f.createFlock(idle)
+	drain(c)
+
+	owned := NewMemberPod(pg, pg.Status.Members[0], "", DefaultDataRoot)
+	owned.ResourceVersion = "1"
+	c.addPod(logger, owned)
+	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
+		t.Errorf("owned pod added: %v", got)
+	}
+	// A ControllerRef to a Flock with another UID resolves to nothing.
+	stale := owned.DeepCopy()
+	stale.OwnerReferences[0].UID = "old"
+	c.addPod(logger, stale)
+	if got := drain(c); len(got) != 0 {
+		t.Errorf("pod of a replaced Flock: %v", got)
+	}
+	// An orphan wakes up the Flocks that select it.
+	orphan := owned.DeepCopy()
+	orphan.OwnerReferences = nil
+	c.addPod(logger, orphan)
+	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
+		t.Errorf("orphan added: %v", got)
+	}
+	// Resyncs (same resourceVersion) are ignored; a change is not.
+	c.updatePod(logger, owned, owned.DeepCopy())
+	if got := drain(c); len(got) != 0 {
+		t.Errorf("resync: %v", got)
+	}
+	moved := owned.DeepCopy()
+	moved.ResourceVersion = "2"
+	moved.OwnerReferences = nil
+	c.updatePod(logger, owned, moved)
+	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
+		t.Errorf("released pod: %v", got)
+	}
+	c.deletePod(logger, owned)
+	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
+		t.Errorf("owned pod deleted: %v", got)
+	}
+
+	// Services: by controller and by serviceName.
+	c.serviceChanged(logger, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: testNamespace}})
+	if got := drain(c); !slices.Equal(got, []string{"db/kv"}) {
+		t.Errorf("service by name: %v", got)
+	}
+	c.serviceChanged(logger, NewService(pg))
+	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
+		t.Errorf("owned service: %v", got)
+	}
+
+	// Nodes: a heartbeat is ignored; a readiness change wakes the Flocks
+	// with a member there, and Flocks with unplaced ordinals.
+	nodeB := newNode("n-b")
+	beat := nodeB.DeepCopy()
+	beat.Status.Conditions[0].LastHeartbeatTime = metav1.Now()
+	c.updateNode(logger, nodeB, beat)
+	if got := drain(c); len(got) != 0 {
+		t.Errorf("heartbeat: %v", got)
+	}
+	down := nodeB.DeepCopy()
+	down.Status.Conditions[0].Status = corev1.ConditionFalse
+	c.updateNode(logger, nodeB, down)
+	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
+		t.Errorf("node n-b down: %v", got)
+	}
+	f.scale("kv", 2)
+	drain(c)
+	c.nodeChanged(logger, newNode("n-new"))
+	if got := drain(c); !slices.Equal(got, []string{"db/kv"}) {
+		t.Errorf("new node: %v", got)
+	}
+}
+
+// TestRunOverFakeClientsets wires the real MemberControl and StatusUpdater
+// to fake clientsets, starts the informers and the controller, and plays
+// kubelet until a two-member Flock is Available.
+func TestRunOverFakeClientsets(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	kubeClient := k8sfake.NewClientset(newNode("n-a"), newNode("n-b"))
+	flockClient := flockfake.NewSimpleClientset(newFlock("pg", 2))
+	kubeFactory := informers.NewSharedInformerFactory(kubeClient, 0)
+	flockFactory := flockinformers.NewSharedInformerFactory(flockClient, 0)
+	recorder := record.NewFakeRecorder(1000)
+	c, err := NewController(ctx, kubeClient, flockClient, flockFactory.Flock().V1alpha1().Flocks(),
+		kubeFactory.Core().V1().Pods(), kubeFactory.Core().V1().Nodes(), kubeFactory.Core().V1().Services(),
+		recorder, Options{ClusterDomain: "example.org"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.HasSynced() {
+		t.Fatal("synced before the informers started")
+	}
+	kubeFactory.Start(ctx.Done())
+	flockFactory.Start(ctx.Done())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.Run(ctx, 2)
+	}()
+
+	// Play kubelet: bind and start every pod, until the Flock is Available.
+	// (The fake clientset sets no resourceVersions; the kubelet does, or
+	// the update would look like a resync.)
+	rv := 100
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := kubeClient.CoreV1().Pods(testNamespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if isRunningAndReady(p) {
+				continue
+			}
+			rv++
+			p.ResourceVersion = strconv.Itoa(rv)
+			p.Spec.NodeName = PinnedNode(p)
+			p.Status.Phase = corev1.PodRunning
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+			if _, err := kubeClient.CoreV1().Pods(testNamespace).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+				return false, err
+			}
+		}
+		fl, err := flockClient.FlockV1alpha1().Flocks(testNamespace).Get(ctx, "pg", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range fl.Status.Conditions {
+			if cond.Type == v1alpha1.FlockAvailable && cond.Status == metav1.ConditionTrue && fl.Status.ReadyReplicas == 2 {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("flock never became Available: %v", err)
+	}
+	if !c.HasSynced() {
+		t.Error("HasSynced is false while running")
+	}
+	fl, _ := flockClient.FlockV1alpha1().Flocks(testNamespace).Get(ctx, "pg", metav1.GetOptions{})
+	if len(fl.Status.Members) != 2 || fl.Status.Members[0].Node == fl.Status.Members[1].Node ||
+		fl.Status.Members[1].Hostname != "pg-1.pg.db.svc.example.org" {
+		t.Errorf("members = %+v", fl.Status.Members)
+	}
+	if _, err := kubeClient.CoreV1().Services(testNamespace).Get(ctx, "pg", metav1.GetOptions{}); err != nil {
+		t.Errorf("service: %v", err)
+	}
+
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the context was cancelled")
+	}
+}
+
+func TestNewControllerRejectsBadOptions(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	kubeFactory := informers.NewSharedInformerFactory(k8sfake.NewClientset(), 0)
+	flockFactory := flockinformers.NewSharedInformerFactory(flockfake.NewSimpleClientset(), 0)
+	_, err := NewController(ctx, k8sfake.NewClientset(), flockfake.NewSimpleClientset(), flockFactory.Flock().V1alpha1().Flocks(),
+		kubeFactory.Core().V1().Pods(), kubeFactory.Core().V1().Nodes(), kubeFactory.Core().V1().Services(),
+		record.NewFakeRecorder(1), Options{DataRoot: "relative/path"})
+	if err == nil {
+		t.Fatal("no error for a relative data root")
+	}
+}

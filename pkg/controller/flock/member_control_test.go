@@ -1,0 +1,170 @@
+package flock
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	flockfake "flock.dev/flock/pkg/generated/clientset/versioned/fake"
+)
+
+// TestRealMemberControl checks the writes of the real MemberControl
+// against a fake clientset: field manager, UID precondition on delete,
+// strategic merge patches that adopt and release.
+func TestRealMemberControl(t *testing.T) {
+	ctx := context.Background()
+	fl := newFlock("pg", 1)
+	client := k8sfake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	mc := NewMemberControl(client, factory.Core().V1().Pods().Lister(), factory.Core().V1().Services().Lister())
+
+	pod := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "rev", DefaultDataRoot)
+	if err := mc.CreatePod(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.CreateService(ctx, NewService(fl)); err != nil {
+		t.Fatal(err)
+	}
+	created, err := client.CoreV1().Pods(testNamespace).Get(ctx, "pg-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Release, then adopt again, by strategic merge patch.
+	if err := mc.PatchPod(ctx, testNamespace, "pg-0", releasePatch(fl.UID, created.UID)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := client.CoreV1().Pods(testNamespace).Get(ctx, "pg-0", metav1.GetOptions{})
+	if len(got.OwnerReferences) != 0 {
+		t.Fatalf("after release: %+v", got.OwnerReferences)
+	}
+	if err := mc.PatchPod(ctx, testNamespace, "pg-0", adoptPatch(fl, created.UID)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = client.CoreV1().Pods(testNamespace).Get(ctx, "pg-0", metav1.GetOptions{})
+	if ref := metav1.GetControllerOf(got); ref == nil || ref.UID != fl.UID || ref.Kind != "Flock" || !*ref.BlockOwnerDeletion {
+		t.Fatalf("after adoption: %+v", got.OwnerReferences)
+	}
+
+	upd := got.DeepCopy()
+	upd.Labels["x"] = "y"
+	if err := mc.UpdatePod(ctx, upd); err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.DeletePod(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.DeletePod(ctx, got); err != nil {
+		t.Fatalf("deleting a pod that is gone: %v", err)
+	}
+
+	var writes int
+	for _, a := range client.Actions() {
+		var fm string
+		switch a := a.(type) {
+		case clienttesting.CreateActionImpl:
+			fm = a.CreateOptions.FieldManager
+		case clienttesting.UpdateActionImpl:
+			fm = a.UpdateOptions.FieldManager
+		case clienttesting.PatchActionImpl:
+			fm = a.PatchOptions.FieldManager
+			if a.PatchType != types.StrategicMergePatchType {
+				t.Errorf("patch type %s", a.PatchType)
+			}
+		case clienttesting.DeleteActionImpl:
+			writes++
+			if p := a.DeleteOptions.Preconditions; p == nil || p.UID == nil || *p.UID != got.UID {
+				t.Errorf("delete without the UID precondition: %+v", a.DeleteOptions)
+			}
+			continue
+		default:
+			continue
+		}
+		writes++
+		if fm != FieldManager {
+			t.Errorf("%s %s with field manager %q", a.GetVerb(), a.GetResource().Resource, fm)
+		}
+	}
+	if writes != 7 {
+		t.Errorf("%d writes, want 7", writes)
+	}
+}
+
+func TestStatusUpdaterRetriesOnConflictWithFreshObject(t *testing.T) {
+	ctx := context.Background()
+	fl := newFlock("pg", 1)
+	client := flockfake.NewSimpleClientset(fl)
+	conflicts := 1
+	client.PrependReactor("update", "flocks", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if conflicts > 0 {
+			conflicts--
+			return true, nil, apierrors.NewConflict(flockResource, "pg", errors.New("stale"))
+		}
+		return false, nil, nil
+	})
+	// The caller's copy is stale; the server has another member by now.
+	server := fl.DeepCopy()
+	server.Status.Members = []v1alpha1.FlockMember{{Ordinal: 0, Node: "n-a"}}
+	if err := client.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("flocks"), server, testNamespace); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	out, err := NewStatusUpdater(client).UpdateStatus(ctx, fl, func(st *v1alpha1.FlockStatus) {
+		calls++
+		recordMembers(st, map[int32]string{0: "n-b"}, func(o int32, n string) v1alpha1.FlockMember {
+			return v1alpha1.FlockMember{Ordinal: o, Node: n}
+		})
+		st.Replicas = 5
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != 2 {
+		t.Errorf("mutate called %d times, want 2", calls)
+	}
+	if len(out.Status.Members) != 1 || out.Status.Members[0].Node != "n-a" || out.Status.Replicas != 5 {
+		t.Errorf("status = %+v", out.Status)
+	}
+	var fm string
+	for _, a := range client.Actions() {
+		if u, ok := a.(clienttesting.UpdateActionImpl); ok && u.Subresource == "status" {
+			fm = u.UpdateOptions.FieldManager
+		}
+	}
+	if fm != FieldManager {
+		t.Errorf("field manager %q", fm)
+	}
+
+	// Nothing to change: nothing written.
+	before := len(client.Actions())
+	if _, err := NewStatusUpdater(client).UpdateStatus(ctx, out, func(*v1alpha1.FlockStatus) {}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(client.Actions()) - before; n != 0 {
+		t.Errorf("%d calls for a no-op update", n)
+	}
+
+	// A replaced Flock (same name, new UID) is not written to.
+	replaced := fl.DeepCopy()
+	replaced.UID = "other"
+	conflicts = 1
+	if err := client.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("flocks"), replaced, testNamespace); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := NewStatusUpdater(client).UpdateStatus(ctx, fl, func(st *v1alpha1.FlockStatus) { st.Replicas = 9 }); err == nil {
+		t.Fatal("no error for a replaced Flock")
+	}
+	cur, _ := client.FlockV1alpha1().Flocks(testNamespace).Get(ctx, "pg", metav1.GetOptions{})
+	if cur.Status.Replicas == 9 {
+		t.Fatal("wrote the status of a replaced Flock")
+	}
+}
