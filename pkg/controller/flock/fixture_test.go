@@ -322,7 +322,7 @@ func newFlock(name string, replicas int32) *v1alpha1.Flock {
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{
 					Name: "db", Image: "postgres:17",
-					Ports: []corev1.ContainerPort{{Name: "pg", ContainerPort: 5432}},
+					Ports:        []corev1.ContainerPort{{Name: "pg", ContainerPort: 5432}},
 					VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/postgresql"}},
 				}}},
 			},

@@ -127,7 +127,7 @@ func TestServicePorts(t *testing.T) {
 				{ContainerPort: 8008, Protocol: corev1.ProtocolUDP},
 			}},
 			{Name: "b", Ports: []corev1.ContainerPort{
-				{Name: "pg", ContainerPort: 5433}, // name taken
+				{Name: "pg", ContainerPort: 5433},    // name taken
 				{Name: "again", ContainerPort: 5432}, // duplicate port
 			}},
 		},

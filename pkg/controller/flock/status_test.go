@@ -15,7 +15,9 @@ import (
 
 func TestRecordMembersNeverOverridesRecordedOnes(t *testing.T) {
 	st := &v1alpha1.FlockStatus{Members: []v1alpha1.FlockMember{{Ordinal: 2, Node: "n-c"}, {Ordinal: 0, Node: "n-a"}}}
-	newMember := func(ord int32, node string) v1alpha1.FlockMember { return v1alpha1.FlockMember{Ordinal: ord, Node: node, Pod: "p"} }
+	newMember := func(ord int32, node string) v1alpha1.FlockMember {
+		return v1alpha1.FlockMember{Ordinal: ord, Node: node, Pod: "p"}
+	}
 	added := recordMembers(st, map[int32]string{
 		0: "n-x", // ordinal taken
 		1: "n-c", // node taken
