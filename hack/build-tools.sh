@@ -5,6 +5,10 @@
 # the Go module proxy (hack/tools/go.mod pins the versions) and land in
 # _output/bin. A stamp keyed on the tools module's go.sum (and this script)
 # makes a second run a no-op; delete _output/bin to force a rebuild.
+#
+# FLOCK_SKEW_KUBECTL=1 also builds kubectl v1.32 as _output/bin/kubectl-1.32
+# (hack/tools/kubectl-skew), for machines without a system kubectl: the e2e
+# suite checks every kubectl interaction with a v1.37 and an older kubectl.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,21 +19,22 @@ KWOK_VERSION=v0.8.0
 COREDNS_VERSION=v1.15.0
 
 mkdir -p "$BIN"
-stamp_want=$(cat "$TOOLS/go.sum" "$TOOLS/go.mod" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16)
-stamp_file=$BIN/.tools-stamp
-all=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
-have_all=true
-for b in "${all[@]}"; do [ -x "$BIN/$b" ] || have_all=false; done
-if $have_all && [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_want" ]; then
-	echo "build-tools: control-plane binaries in $BIN are current"
-	exit 0
-fi
-
 ldflags=""
 for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 	ldflags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=37"
 	ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=2026-01-01T00:00:00Z"
 done
+# The stamp covers what decides the binaries: the tools module, the etcd main,
+# the versions and the link flags (not the rest of this script).
+stamp_want=$( (cat "$TOOLS/go.sum" "$TOOLS/go.mod" "$TOOLS/etcd/main.go"; echo "$KWOK_VERSION $ldflags") | sha256sum | cut -c1-16)
+stamp_file=$BIN/.tools-stamp
+all=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+have_all=true
+for b in "${all[@]}"; do [ -x "$BIN/$b" ] || have_all=false; done
+tools_current=false
+if $have_all && [ -f "$stamp_file" ] && [ "$(cat "$stamp_file")" = "$stamp_want" ]; then
+	tools_current=true
+fi
 
 step() {
 	local name=$1; shift
@@ -42,6 +47,29 @@ step() {
 	kill "$hb" 2>/dev/null; wait "$hb" 2>/dev/null || true
 	echo "build-tools: $name done in $((SECONDS - start))s"
 }
+
+if [ "${FLOCK_SKEW_KUBECTL:-}" = 1 ]; then
+	skew=$TOOLS/kubectl-skew
+	skew_version=$(sed -n 's/^[[:space:]]*k8s.io\/kubectl v0\.\([0-9]*\.[0-9]*\)$/v1.\1/p' "$skew/go.mod")
+	skew_stamp_want=$(cat "$skew/go.mod" "$skew/go.sum" "$skew/main.go" | sha256sum | cut -c1-16)
+	skew_stamp=$BIN/.kubectl-skew-stamp
+	if [ -x "$BIN/kubectl-1.32" ] && [ -f "$skew_stamp" ] && [ "$(cat "$skew_stamp")" = "$skew_stamp_want" ]; then
+		echo "build-tools: kubectl-1.32 is current"
+	else
+		skew_ldflags=""
+		for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+			skew_ldflags+=" -X $pkg.gitVersion=$skew_version -X $pkg.gitMajor=1 -X $pkg.gitMinor=32"
+			skew_ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=2026-01-01T00:00:00Z"
+		done
+		(cd "$skew" && step "kubectl $skew_version" go build -trimpath -ldflags "$skew_ldflags" -o "$BIN/kubectl-1.32" .)
+		echo "$skew_stamp_want" > "$skew_stamp"
+	fi
+fi
+
+if $tools_current; then
+	echo "build-tools: control-plane binaries in $BIN are current"
+	exit 0
+fi
 
 cd "$TOOLS"
 step etcd go build -trimpath -o "$BIN/etcd" ./etcd
