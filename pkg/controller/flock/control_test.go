@@ -904,3 +904,25 @@ func TestInvalidSelectorIsReportedNotRetried(t *testing.T) {
 		t.Error("no InvalidSelector event")
 	}
 }
+
+func TestOwnedPodWithWrongIdentityIsReplaced(t *testing.T) {
+	f := newFixture(t, "n-a")
+	f.createFlock(newFlock("pg", 1))
+	f.settle("pg")
+	old := f.pod("pg-0")
+	// Hostname and subdomain cannot change on a pod; one without the
+	// member's DNS identity (made by an older controller, say) is replaced.
+	f.updatePod("pg-0", func(p *corev1.Pod) { p.Spec.Subdomain = "elsewhere" })
+	f.events()
+	f.mustSync("pg")
+	if f.pod("pg-0") != nil {
+		t.Fatal("pod with the wrong subdomain not deleted")
+	}
+	if !hasEvent(f.events(), "Warning RecreatingPod", "pg-0", "subdomain") {
+		t.Error("no RecreatingPod event")
+	}
+	f.settle("pg")
+	if p := f.pod("pg-0"); p == nil || p.UID == old.UID || p.Spec.Subdomain != "pg" {
+		t.Fatalf("pg-0 = %+v", p)
+	}
+}
