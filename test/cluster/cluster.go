@@ -381,6 +381,11 @@ func httpOK(ctx context.Context, client *http.Client, url string) (bool, error) 
 	if err != nil {
 		return false, err
 	}
+	return doOK(client, req)
+}
+
+// doOK reports whether req returns 200.
+func doOK(client *http.Client, req *http.Request) (bool, error) {
 	resp, err := client.Do(req)
 	if err != nil {
 		return false, err
@@ -389,7 +394,7 @@ func httpOK(ctx context.Context, client *http.Client, url string) (bool, error) 
 	body := make([]byte, 2048)
 	n, _ := resp.Body.Read(body)
 	if resp.StatusCode != http.StatusOK {
-		return false, fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, body[:n])
+		return false, fmt.Errorf("%s %s: %d %s", req.Method, req.URL, resp.StatusCode, body[:n])
 	}
 	return true, nil
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -239,8 +240,26 @@ func (c *Cluster) waitFlockReady(ctx context.Context, p *Process, url string) er
 	if err != nil {
 		return err
 	}
-	return c.waitFor(ctx, p, p.Name+" /readyz", func(ctx context.Context) (bool, error) {
+	if err := c.waitFor(ctx, p, p.Name+" /readyz", func(ctx context.Context) (bool, error) {
 		return httpOK(ctx, client, url+"/readyz")
+	}); err != nil {
+		return err
+	}
+	// /readyz does not cover the requestheader configuration, which is read
+	// from kube-system/extension-apiserver-authentication asynchronously:
+	// wait until the aggregator's identity is accepted.
+	proxy, err := c.HTTPClient(c.PKI.FrontProxyClient)
+	if err != nil {
+		return err
+	}
+	return c.waitFor(ctx, p, p.Name+" accepting the front-proxy identity", func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/apis/flock.dev/v1alpha1", nil)
+		if err != nil {
+			return false, err
+		}
+		req.Header.Set("X-Remote-User", "flock-harness")
+		req.Header.Set("X-Remote-Group", "system:masters")
+		return doOK(proxy, req)
 	})
 }
 

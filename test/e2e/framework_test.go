@@ -235,3 +235,21 @@ func (lr *lineReader) waitFor(t *testing.T, re *regexp.Regexp, timeout time.Dura
 		}
 	}
 }
+
+// addNode adds a kwok node (Ready, with the usual labels plus labels and
+// taints) and deletes it when the test ends.
+func addNode(t *testing.T, name string, labels map[string]string, taints []corev1.Taint) *corev1.Node {
+	t.Helper()
+	n, err := env.AddNode(ctxFor(t), name, labels, taints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		if err := env.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete node %s: %v", name, err)
+		}
+	})
+	return n
+}
