@@ -134,7 +134,7 @@ func indexByFlockController(obj any) ([]string, error) {
 		return nil, nil
 	}
 	ref := metav1.GetControllerOfNoCopy(pod)
-	if ref == nil || ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
+	if ref == nil || !isFlockRef(ref) {
 		return nil, nil
 	}
 	return []string{string(ref.UID)}, nil
@@ -282,7 +282,7 @@ func (c *Controller) enqueueAfter(f *v1alpha1.Flock, d time.Duration) {
 
 // resolveControllerRef returns the Flock a ControllerRef points to, or nil.
 func (c *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *v1alpha1.Flock {
-	if ref.Kind != controllerKind.Kind || ref.APIVersion != controllerKind.GroupVersion().String() {
+	if !isFlockRef(ref) {
 		return nil
 	}
 	f, err := c.flockLister.Flocks(namespace).Get(ref.Name)

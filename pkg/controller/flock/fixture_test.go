@@ -16,10 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 	testingclock "k8s.io/utils/clock/testing"
 
@@ -261,7 +264,15 @@ type fixture struct {
 
 func newFixture(t *testing.T, nodeNames ...string) *fixture {
 	t.Helper()
-	_, ctx := ktesting.NewTestContext(t)
+	return newFixtureWithLogVerbosity(t, 4, nodeNames...)
+}
+
+// newFixtureWithLogVerbosity is newFixture with the controller logging at
+// the given verbosity (shown for failed tests only).
+func newFixtureWithLogVerbosity(t *testing.T, verbosity int, nodeNames ...string) *fixture {
+	t.Helper()
+	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(verbosity)))
+	ctx := klog.NewContext(context.Background(), logger)
 	ctx, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 
@@ -289,7 +300,9 @@ func newFixture(t *testing.T, nodeNames ...string) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	control := NewDefaultFlockControl(f.members, NewStatusUpdater(flockClient), flockClient,
+	// Conflicts are retried as in production, without the pauses.
+	status := &realStatusUpdater{client: flockClient, backoff: wait.Backoff{Steps: retry.DefaultRetry.Steps}}
+	control := NewDefaultFlockControl(f.members, status, flockClient,
 		flockInformer.Lister(), nodeInformer.Lister(), f.recorder, opts)
 	f.controller, err = newController(ctx, control, flockInformer, podInformer, nodeInformer, serviceInformer, opts, clk)
 	if err != nil {

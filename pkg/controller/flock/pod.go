@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
@@ -101,6 +102,16 @@ func newControllerRef(f *v1alpha1.Flock) *metav1.OwnerReference {
 	return metav1.NewControllerRef(f, controllerKind)
 }
 
+// isFlockRef reports whether an ownerReference points to a Flock (of any
+// version of the flock.dev group).
+func isFlockRef(ref *metav1.OwnerReference) bool {
+	if ref.Kind != controllerKind.Kind {
+		return false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	return err == nil && gv.Group == controllerKind.Group
+}
+
 // isControlledBy reports whether obj's controller is the Flock f (by UID).
 func isControlledBy(obj metav1.Object, f *v1alpha1.Flock) bool {
 	ref := metav1.GetControllerOfNoCopy(obj)
@@ -148,6 +159,9 @@ func NewMemberPod(f *v1alpha1.Flock, m v1alpha1.FlockMember, revision, dataRoot 
 	}
 	pod.Spec.Hostname = name
 	pod.Spec.Subdomain = serviceNameOf(f)
+	// The member's node is placement's decision; the scheduler binds the
+	// pod there (checking resources and taints), never a template.
+	pod.Spec.NodeName = ""
 	pinToNode(&pod.Spec, m.Node)
 
 	volumeName := volumeNameOf(f)

@@ -84,6 +84,7 @@ func TestNewMemberPodPinsEveryTerm(t *testing.T) {
 		{Name: "config", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
 		{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}, // refused by validation; replaced anyway
 	}
+	fl.Spec.Template.Spec.NodeName = "n-x" // refused by validation; ignored anyway
 	orig := fl.DeepCopy()
 	pod := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "rev", "/srv/flock")
 
@@ -98,7 +99,7 @@ func TestNewMemberPodPinsEveryTerm(t *testing.T) {
 	if len(terms) != 2 || len(terms[0].MatchExpressions) != 1 || len(terms[0].MatchFields) != 1 || len(terms[1].MatchFields) != 2 {
 		t.Fatalf("terms = %+v", terms)
 	}
-	if PinnedNode(pod) != "n-a" {
+	if pod.Spec.NodeName != "" || PinnedNode(pod) != "n-a" {
 		t.Errorf("PinnedNode = %q", PinnedNode(pod))
 	}
 	if len(pod.Spec.Volumes) != 2 || pod.Spec.Volumes[0].Name != "config" || pod.Spec.Volumes[1].HostPath == nil ||

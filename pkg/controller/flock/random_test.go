@@ -25,12 +25,12 @@ func TestRandomOperations(t *testing.T) {
 	nodeNames := []string{"n-a", "n-b", "n-c", "n-d", "n-e"}
 	flockNames := []string{"pg", "kv"}
 	ops := []string{"CreatePod", "DeletePod", "UpdatePod", "PatchPod", "CreateService", "UpdateService", "PatchService"}
-	const steps = 250
+	const steps = 300
 
-	for seed := uint64(1); seed <= 25; seed++ {
+	for seed := uint64(1); seed <= 40; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0x5eed))
-			f := newFixture(t, nodeNames...)
+			f := newFixtureWithLogVerbosity(t, 0, nodeNames...)
 			f.members.graceful = rng.IntN(2) == 0
 			conflicts := 0
 			f.flockClient.PrependReactor("update", "flocks", func(action clienttesting.Action) (bool, runtime.Object, error) {

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
@@ -26,11 +27,13 @@ type StatusUpdater interface {
 
 // NewStatusUpdater returns the StatusUpdater that writes through client.
 func NewStatusUpdater(client versioned.Interface) StatusUpdater {
-	return &realStatusUpdater{client: client}
+	return &realStatusUpdater{client: client, backoff: retry.DefaultRetry}
 }
 
 type realStatusUpdater struct {
 	client versioned.Interface
+	// backoff paces the attempts after conflicts.
+	backoff wait.Backoff
 }
 
 var _ StatusUpdater = &realStatusUpdater{}
@@ -39,7 +42,7 @@ func (u *realStatusUpdater) UpdateStatus(ctx context.Context, flock *v1alpha1.Fl
 	flocks := u.client.FlockV1alpha1().Flocks(flock.Namespace)
 	current := flock
 	var result *v1alpha1.Flock
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(u.backoff, func() error {
 		next := current.DeepCopy()
 		mutate(&next.Status)
 		if equality.Semantic.DeepEqual(current.Status, next.Status) {
