@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
@@ -114,6 +115,10 @@ func runMain(m *testing.M) int {
 	running = c
 	mu.Unlock()
 	env = c
+	for _, k := range c.Kubectls() {
+		out, _ := exec.Command(k.Path, "version", "--client").Output()
+		fmt.Fprintf(os.Stderr, "e2e: kubectl %q: %s (%s)\n", k.Name, k.Path, strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0])
+	}
 
 	code := m.Run()
 
