@@ -201,7 +201,14 @@ func (c *Cluster) startFlock(ctx context.Context) error {
 	if err := c.writeFlockKubeconfig(ctx); err != nil {
 		return err
 	}
-	return c.runMainFlock(ctx, c.opts.FlockArgs)
+	if err := c.runMainFlock(ctx, c.opts.FlockArgs); err != nil {
+		return err
+	}
+	// What a user tries first.
+	if _, err := c.Kubectl(ctx, c.KubectlBuilt(), "get", "flocks", "-A"); err != nil {
+		return fmt.Errorf("flock-apiserver is up, but kubectl cannot list flocks: %w", err)
+	}
+	return nil
 }
 
 // runMainFlock starts the flock-apiserver the APIService routes to and waits
