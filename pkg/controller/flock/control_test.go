@@ -926,3 +926,29 @@ func TestOwnedPodWithWrongIdentityIsReplaced(t *testing.T) {
 		t.Fatalf("pg-0 = %+v", p)
 	}
 }
+
+func TestScaleUpAvoidsNodesOfMembersBeingRemoved(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c", "n-d")
+	f.members.graceful = true
+	other := newFlock("other", 0)
+	other.Status.Members = []v1alpha1.FlockMember{{Ordinal: 0, Node: "n-b"}, {Ordinal: 1, Node: "n-d"}}
+	f.createFlock(other)
+	fl := newFlock("pg", 3)
+	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	fl.Spec.Placement.Nodes = []string{"n-a", "n-b", "n-c"}
+	f.createFlock(fl)
+	f.settle("pg")
+	f.updateFlock("pg", func(fl *v1alpha1.Flock) { fl.Spec.Placement.Nodes = nil; fl.Spec.Replicas = new(int32(1)) })
+	f.mustSync("pg") // pg-1 and pg-2 terminate
+	f.deletePod("pg-1")
+	f.mustSync("pg") // member 1 leaves; member 2 still holds n-c
+	if got := f.memberNodes("pg"); !equality.Semantic.DeepEqual(got, map[int32]string{0: "n-a", 2: "n-c"}) {
+		t.Fatalf("members = %v", got)
+	}
+	// n-c is the least used node, but member 2 is still on it.
+	f.scale("pg", 2)
+	f.mustSync("pg")
+	if got := f.memberNodes("pg"); !equality.Semantic.DeepEqual(got, map[int32]string{0: "n-a", 1: "n-b", 2: "n-c"}) {
+		t.Fatalf("members = %v", got)
+	}
+}
