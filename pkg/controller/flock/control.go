@@ -198,9 +198,13 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		Flock: f, Members: members, Pods: podByOrdinal, Blocked: blocked, Remove: remove,
 		UpdateRevision: revision, ClusterDomain: fc.opts.ClusterDomain, ServiceCondition: svcCond, Now: now,
 	})
-	if _, err := fc.status.UpdateStatus(ctx, f, func(st *v1alpha1.FlockStatus) { mergeStatus(st, status, remove) }); err != nil {
+	_, err = fc.status.UpdateStatus(ctx, f, func(st *v1alpha1.FlockStatus) { mergeStatus(st, status, remove) })
+	switch {
+	case apierrors.IsNotFound(err):
+		// Deleted meanwhile; the delete event ends its syncs.
+	case err != nil:
 		errs = append(errs, fmt.Errorf("updating status: %w", err))
-	} else {
+	default:
 		fc.reportTransitions(f, status)
 	}
 
