@@ -73,7 +73,8 @@ func kubectlFails(t *testing.T, k cluster.Kubectl, stdin string, args ...string)
 	return res
 }
 
-// ctxFor returns a context bounded by callTimeout and the test.
+// ctxFor returns a context bounded by callTimeout and the test. It is
+// already canceled in t.Cleanup functions; use context.Background there.
 func ctxFor(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
 	t.Cleanup(cancel)
