@@ -1,11 +1,9 @@
 package cluster
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
-	"syscall"
 )
 
 // Ports are the loopback TCP ports of a local control plane. Zero means "any
@@ -87,9 +85,4 @@ func FreePorts(n int) ([]int, error) {
 		nps[i] = namedPort{name: fmt.Sprintf("port %d", i), port: &out[i]}
 	}
 	return out, allocatePorts(nps)
-}
-
-// isAddrInUse reports whether err is EADDRINUSE.
-func isAddrInUse(err error) bool {
-	return errors.Is(err, syscall.EADDRINUSE)
 }
