@@ -153,6 +153,7 @@ Try:
   kubectl api-resources --api-group=flock.dev
   kubectl get nodes -L topology.kubernetes.io/zone
   kubectl explain flock.spec
+  kubectl apply -f artifacts/examples/flock.yaml
   kubectl get flocks -A
 
 kube-apiserver:  %s
