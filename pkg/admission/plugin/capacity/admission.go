@@ -13,10 +13,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/apiserver/pkg/warning"
@@ -30,6 +32,10 @@ import (
 	flocklisters "flock.dev/flock/pkg/generated/listers/flock/v1alpha1"
 	"flock.dev/flock/pkg/placement"
 )
+
+// cacheMissWait bounds how long a scale request waits for a Flock that is
+// not yet in the informer's cache.
+const cacheMissWait = 3 * time.Second
 
 // PluginName is the name of the plugin in --enable-admission-plugins and
 // RecommendedOptions.Admission.
@@ -119,7 +125,7 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 	case "":
 		r, err = p.flockRequirement(a)
 	case "scale":
-		r, err = p.scaleRequirement(a)
+		r, err = p.scaleRequirement(ctx, a)
 	default:
 		return nil
 	}
@@ -174,7 +180,7 @@ func (p *Plugin) flockRequirement(a admission.Attributes) (placement.Requirement
 // a zero Requirement when the scale does not raise replicas. The Scale
 // carries only replicas: placement and tolerations come from the Flock
 // lister.
-func (p *Plugin) scaleRequirement(a admission.Attributes) (placement.Requirement, error) {
+func (p *Plugin) scaleRequirement(ctx context.Context, a admission.Attributes) (placement.Requirement, error) {
 	scale, ok := a.GetObject().(*autoscalingv1.Scale)
 	if !ok {
 		return placement.Requirement{}, apierrors.NewBadRequest(fmt.Sprintf("%s: unexpected object of type %T for flocks/scale", PluginName, a.GetObject()))
@@ -189,6 +195,14 @@ func (p *Plugin) scaleRequirement(a admission.Attributes) (placement.Requirement
 		return placement.Requirement{}, err
 	}
 	f, err := p.flocks.Flocks(a.GetNamespace()).Get(a.GetName())
+	if apierrors.IsNotFound(err) {
+		// A Flock created a moment ago reaches the informer within
+		// milliseconds: give it a short, bounded while before refusing.
+		_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, cacheMissWait, false, func(context.Context) (bool, error) {
+			f, err = p.flocks.Flocks(a.GetNamespace()).Get(a.GetName())
+			return !apierrors.IsNotFound(err), nil
+		})
+	}
 	if apierrors.IsNotFound(err) {
 		// The Flock exists (its Scale is being updated) but the informer has
 		// not seen it yet: refuse rather than guess its placement.
