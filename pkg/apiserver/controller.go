@@ -75,6 +75,7 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 		kubeFactory.Core().V1().Pods(),
 		kubeFactory.Core().V1().Nodes(),
 		kubeFactory.Core().V1().Services(),
+		kubeFactory.Apps().V1().ControllerRevisions(),
 		recorder, cfg.Options)
 	if err != nil {
 		return nil, err

@@ -36,8 +36,14 @@ type Options struct {
 	// "/var/lib/flock").
 	DataRoot string
 	// CleanupImage is the image of the helper pod that removes a member's
-	// data directory under the Delete retention policy.
+	// data directory under the Delete retention policy (default
+	// "busybox:1.36"). It needs sh and rm.
 	CleanupImage string
+	// RolloutHaltAfter is how long a pod of a rolling update's new revision
+	// may stay not Ready before the rollout is reported halted (condition
+	// Progressing False, reason RolloutHalted, and an event); a pod whose
+	// containers crash or cannot start halts it at once (default 30s).
+	RolloutHaltAfter time.Duration
 	// Workers is the number of Flocks synced in parallel when Run is given
 	// no positive number (default 1).
 	Workers int
@@ -54,6 +60,12 @@ func (o Options) Complete() (Options, error) {
 	}
 	if o.Workers <= 0 {
 		o.Workers = 1
+	}
+	if o.CleanupImage == "" {
+		o.CleanupImage = DefaultCleanupImage
+	}
+	if o.RolloutHaltAfter <= 0 {
+		o.RolloutHaltAfter = DefaultRolloutHaltAfter
 	}
 	var errs []error
 	if !path.IsAbs(o.DataRoot) || path.Clean(o.DataRoot) != o.DataRoot || o.DataRoot == "/" {
@@ -87,32 +99,41 @@ type Result struct {
 }
 
 // NewDefaultFlockControl returns the FlockControl of the controller.
-// flockClient is used for live reads before adoption, flockLister to count
-// every Flock's members per node, nodeLister for placement and for telling
-// why a member is blocked. opts must be completed.
-func NewDefaultFlockControl(members MemberControl, status StatusUpdater, flockClient versioned.Interface,
+// revisions records templates as ControllerRevisions. flockClient is used
+// for live reads before adoption and to add and remove the data-cleanup
+// finalizer, flockLister to count every Flock's members per node,
+// nodeLister for placement and for telling why a member is blocked. opts
+// must be completed.
+func NewDefaultFlockControl(members MemberControl, revisions RevisionControl, status StatusUpdater, flockClient versioned.Interface,
 	flockLister flocklisters.FlockLister, nodeLister corelisters.NodeLister, recorder record.EventRecorder, opts Options) FlockControl {
 	return &defaultFlockControl{
-		members: members, status: status, flockClient: flockClient,
+		members: members, revisions: revisions, status: status, flockClient: flockClient,
 		flockLister: flockLister, nodeLister: nodeLister, recorder: recorder, opts: opts,
+		lost: newNodeLossTracker(),
 	}
 }
 
 type defaultFlockControl struct {
 	members     MemberControl
+	revisions   RevisionControl
 	status      StatusUpdater
 	flockClient versioned.Interface
 	flockLister flocklisters.FlockLister
 	nodeLister  corelisters.NodeLister
 	recorder    record.EventRecorder
 	opts        Options
+	// lost remembers since when nodes have been lost (memberRecovery).
+	lost *nodeLossTracker
 }
 
 var _ FlockControl = &defaultFlockControl{}
 
-// Sync reconciles one Flock in five steps: placement (member nodes are
-// recorded in status before anything else), adoption/release of pods, the
-// Service, member pods, status.
+// Sync reconciles one Flock: the data-cleanup finalizer, placement (member
+// nodes are recorded in status before anything else) and recovery of
+// members on lost nodes, adoption/release of pods, the template's
+// ControllerRevision, the Service, member pods and the rolling update, data
+// cleanup, status, and last what waits for the status: deleting finished
+// cleanup helpers, pruning revisions, dropping the finalizer.
 func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods []*corev1.Pod, now time.Time) (Result, error) {
 	logger := klog.FromContext(ctx).WithValues("flock", klog.KObj(f))
 	ctx = klog.NewContext(ctx, logger)
@@ -128,7 +149,6 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	}
 	deleting := f.DeletionTimestamp != nil
 	replicas := replicasOf(f)
-	revision := Revision(&f.Spec.Template)
 	nodeList, err := fc.nodeLister.List(labels.Everything())
 	if err != nil {
 		return Result{}, err
@@ -137,14 +157,31 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	for _, n := range nodeList {
 		nodes[n.Name] = n
 	}
+	var result Result
 
-	// 1. Placement. No pod is created or adopted for a member whose node is
-	// not recorded in status, so the write must succeed first.
+	// 0. The finalizer goes on before a Delete retention policy can have
+	// anything to clean up, so deleting the Flock waits for the cleanup.
+	if !deleting && wantsFinalizer(f) != hasFinalizer(f, v1alpha1.FinalizerDataCleanup) {
+		if f, err = fc.setFinalizer(ctx, f, wantsFinalizer(f)); err != nil {
+			return Result{}, err
+		}
+	}
+
+	// 1. Placement and recovery. No pod is created or adopted for a member
+	// whose node is not recorded in status, so the writes must succeed
+	// first.
+	var losses map[int32]nodeLoss
 	if !deleting {
 		f, err = fc.placeMembers(ctx, f, selector, pods, nodeList)
 		if err != nil {
 			return Result{}, err
 		}
+		var wait time.Duration
+		f, losses, wait, err = fc.recoverMembers(ctx, f, nodeList, nodes, now)
+		if err != nil {
+			return Result{}, err
+		}
+		result.requeue(wait)
 	}
 	members := make(map[int32]v1alpha1.FlockMember, len(f.Status.Members))
 	for _, m := range f.Status.Members {
@@ -173,32 +210,53 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		podByOrdinal[ord] = pod
 	}
 
-	// 3. The headless Service.
+	// 3. The template's revision.
+	plan, revisions, err := fc.syncRevisions(ctx, f, rm, podByOrdinal)
+	if err != nil {
+		errs = append(errs, err)
+	}
+
+	// 4. The headless Service.
 	svcCond, err := fc.syncService(ctx, f, rm)
 	if err != nil {
 		errs = append(errs, err)
 	}
 
-	// 4. Member pods.
-	blocked := fc.blockedMembers(f, members, podByOrdinal, nodes)
+	// 5. Member pods and the rolling update.
+	blocked := fc.blockedMembers(f, members, podByOrdinal, nodes, losses)
 	if !deleting {
-		if err := fc.syncMembers(ctx, f, members, podByOrdinal, revision, now); err != nil {
+		changed := map[int32]bool{}
+		if err := fc.syncMembers(ctx, f, members, podByOrdinal, nodes, plan, changed, now); err != nil {
+			errs = append(errs, err)
+		}
+		if err := fc.rollingUpdate(ctx, f, podByOrdinal, plan, changed, nodes, now); err != nil {
 			errs = append(errs, err)
 		}
 	}
 
-	// 5. Status. Scaled-down members leave it once their pods are gone.
+	// 6. Data cleanup (retention Delete).
+	cleanup, err := fc.syncCleanup(ctx, f, members, podByOrdinal, nodes, now)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	result.requeue(cleanup.requeue)
+
+	// 7. Status. Scaled-down members leave it once their pods are gone and
+	// their data directories are removed (when they are to be).
 	remove := map[int32]string{}
 	for ord, m := range members {
-		if ord >= replicas && podByOrdinal[ord] == nil {
+		if ord >= replicas && podByOrdinal[ord] == nil && !cleanup.pending[ord] {
 			remove[ord] = m.Node
 		}
 	}
+	maps.Copy(remove, cleanup.done)
 	status, states := computeStatus(statusInput{
-		Flock: f, Members: members, Pods: podByOrdinal, Blocked: blocked, Remove: remove,
-		UpdateRevision: revision, ClusterDomain: fc.opts.ClusterDomain, ServiceCondition: svcCond, Now: now,
+		Flock: f, Members: members, Pods: podByOrdinal, Blocked: blocked, Remove: remove, Cleanup: cleanup.messages,
+		UpdateRevision: plan.Update, ClusterDomain: fc.opts.ClusterDomain, ServiceCondition: svcCond,
+		HaltAfter: fc.opts.RolloutHaltAfter, Now: now,
 	})
 	_, err = fc.status.UpdateStatus(ctx, f, func(st *v1alpha1.FlockStatus) { mergeStatus(st, status, remove) })
+	statusWritten := err == nil
 	switch {
 	case apierrors.IsNotFound(err):
 		// Deleted meanwhile; the delete event ends its syncs.
@@ -208,15 +266,48 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		fc.reportTransitions(f, status)
 	}
 
-	result := Result{Members: states}
-	if f.Spec.MinReadySeconds > 0 {
-		for _, pod := range owned {
-			if d, ok := availableAfter(pod, f.Spec.MinReadySeconds, now); ok && d > 0 && (result.RequeueAfter == 0 || d < result.RequeueAfter) {
-				result.RequeueAfter = d
+	// 8. What waits for the status.
+	if statusWritten {
+		helpersLeft := false
+		for _, h := range cleanup.finished {
+			if err := fc.deleteHelper(ctx, f, h, false); err != nil {
+				errs = append(errs, err)
+				helpersLeft = true
+			}
+		}
+		if deleting && cleanup.complete && !helpersLeft && hasFinalizer(f, v1alpha1.FinalizerDataCleanup) {
+			if _, err := fc.setFinalizer(ctx, f, false); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, err)
+			} else {
+				logger.V(2).Info("Data cleanup complete; released the Flock for deletion")
 			}
 		}
 	}
+	if !deleting && len(revisions) > 0 {
+		if err := fc.pruneRevisions(ctx, f, revisions, liveRevisions(plan.Update, status.CurrentRevision, owned)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	result.Members = states
+	if f.Spec.MinReadySeconds > 0 {
+		for _, pod := range owned {
+			if d, ok := availableAfter(pod, f.Spec.MinReadySeconds, now); ok && d > 0 {
+				result.requeue(d)
+			}
+		}
+	}
+	if _, _, recheck := haltedPod(f, podByOrdinal, plan.Update, status.CurrentRevision, fc.opts.RolloutHaltAfter, now); recheck > 0 {
+		result.requeue(recheck)
+	}
 	return result, utilerrors.NewAggregate(errs)
+}
+
+// requeue asks for another sync after d, or sooner if already asked.
+func (r *Result) requeue(d time.Duration) {
+	if d > 0 && (r.RequeueAfter == 0 || d < r.RequeueAfter) {
+		r.RequeueAfter = d
+	}
 }
 
 // placeMembers records in status the node of every ordinal below replicas
@@ -450,14 +541,16 @@ func (fc *defaultFlockControl) syncService(ctx context.Context, f *v1alpha1.Floc
 // pod must be Running and available before the next is created, and the
 // pods of a scale down are deleted from the highest ordinal down, one at a
 // time, once every remaining member is available. With Parallel it does
-// all at once.
-func (fc *defaultFlockControl) syncMembers(ctx context.Context, f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMember, pods map[int32]*corev1.Pod, revision string, now time.Time) error {
+// all at once. New pods get the revision plan.templateFor says. The
+// ordinals whose pods it creates or deletes are added to changed.
+func (fc *defaultFlockControl) syncMembers(ctx context.Context, f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMember, pods map[int32]*corev1.Pod,
+	nodes map[string]*corev1.Node, plan updatePlan, changed map[int32]bool, now time.Time) error {
 	logger := klog.FromContext(ctx)
 	replicas := replicasOf(f)
 	monotonic := f.Spec.PodManagementPolicy != v1alpha1.ParallelPodManagement
 	var errs []error
 	for ord := range replicas {
-		wait, err := fc.syncMember(ctx, f, members, pods[ord], ord, revision, now)
+		wait, err := fc.syncMember(ctx, f, members, pods[ord], ord, nodes, plan, changed, now)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -476,6 +569,9 @@ func (fc *defaultFlockControl) syncMembers(ctx context.Context, f *v1alpha1.Floc
 	for _, ord := range condemned {
 		pod := pods[ord]
 		if isTerminating(pod) {
+			if mustForceDelete(pod, "", nodes) {
+				errs = append(errs, fc.deletePod(ctx, f, pod, "scale down; its node is gone", true))
+			}
 			if monotonic {
 				logger.V(4).Info("Waiting for pod to terminate before scaling down further", "pod", klog.KObj(pod))
 				break
@@ -483,7 +579,8 @@ func (fc *defaultFlockControl) syncMembers(ctx context.Context, f *v1alpha1.Floc
 			continue
 		}
 		logger.V(2).Info("Deleting pod for scale down", "pod", klog.KObj(pod))
-		if err := fc.deletePod(ctx, f, pod, "scale down"); err != nil {
+		changed[ord] = true
+		if err := fc.deletePod(ctx, f, pod, "scale down", mustForceDelete(pod, "", nodes)); err != nil {
 			errs = append(errs, err)
 		}
 		if monotonic {
@@ -496,7 +593,8 @@ func (fc *defaultFlockControl) syncMembers(ctx context.Context, f *v1alpha1.Floc
 // syncMember makes sure member ord has a healthy pod on its node. It
 // returns wait=true when an OrderedReady Flock must not go past this member
 // yet.
-func (fc *defaultFlockControl) syncMember(ctx context.Context, f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMember, pod *corev1.Pod, ord int32, revision string, now time.Time) (bool, error) {
+func (fc *defaultFlockControl) syncMember(ctx context.Context, f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMember, pod *corev1.Pod, ord int32,
+	nodes map[string]*corev1.Node, plan updatePlan, changed map[int32]bool, now time.Time) (bool, error) {
 	logger := klog.FromContext(ctx)
 	m, ok := members[ord]
 	if !ok {
@@ -507,7 +605,12 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, f *v1alpha1.Flock
 		if other, err := fc.members.GetPod(f.Namespace, name); err == nil && !isControlledBy(other, f) {
 			return true, nil // the name is taken; reported as blocked
 		}
-		err := fc.members.CreatePod(ctx, NewMemberPod(f, m, revision, fc.opts.DataRoot))
+		if _, err := fc.members.GetPod(f.Namespace, CleanupPodName(f.Name, ord)); err == nil {
+			return true, nil // scaled back up while its data is removed; reported as blocked
+		}
+		tmpl, revision := plan.templateFor(f, ord)
+		changed[ord] = true
+		err := fc.members.CreatePod(ctx, newMemberPodFromTemplate(f, tmpl, m, revision, fc.opts.DataRoot))
 		switch {
 		case apierrors.IsAlreadyExists(err):
 			// The cache is behind; the pod's event brings us back.
@@ -516,23 +619,29 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, f *v1alpha1.Flock
 			fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create Pod %s for member %d on node %s failed: %v", name, ord, m.Node, err)
 			return true, fmt.Errorf("creating pod %s/%s: %w", f.Namespace, name, err)
 		}
-		logger.V(2).Info("Created member pod", "pod", klog.KRef(f.Namespace, name), "node", m.Node)
-		fc.event(f, corev1.EventTypeNormal, "SuccessfulCreate", "created Pod %s for member %d on node %s", name, ord, m.Node)
+		logger.V(2).Info("Created member pod", "pod", klog.KRef(f.Namespace, name), "node", m.Node, "revision", revision)
+		fc.event(f, corev1.EventTypeNormal, "SuccessfulCreate", "created Pod %s for member %d on node %s (revision %s)", name, ord, m.Node, revision)
+		return true, nil
+	}
+	force := mustForceDelete(pod, m.Node, nodes)
+	if isTerminating(pod) {
+		if force {
+			// A pod whose node is gone (or that is being moved off a lost
+			// node) never finishes terminating by itself.
+			changed[ord] = true
+			return true, fc.deletePod(ctx, f, pod, "its node is lost", true)
+		}
 		return true, nil
 	}
 	if isTerminal(pod) {
-		if isTerminating(pod) {
-			return true, nil
-		}
 		fc.event(f, corev1.EventTypeWarning, "RecreatingPod", "pod %s of member %d is %s; deleting it to recreate it on node %s", name, ord, pod.Status.Phase, m.Node)
-		return true, fc.deletePod(ctx, f, pod, "recreate")
-	}
-	if isTerminating(pod) {
-		return true, nil
+		changed[ord] = true
+		return true, fc.deletePod(ctx, f, pod, "recreate", force)
 	}
 	if why := identityMismatch(f, m, pod); why != "" {
 		fc.event(f, corev1.EventTypeWarning, "RecreatingPod", "%s; deleting it to recreate it", why)
-		return true, fc.deletePod(ctx, f, pod, "recreate")
+		changed[ord] = true
+		return true, fc.deletePod(ctx, f, pod, "recreate", force)
 	}
 	if !labelsMatch(f, ord, pod) {
 		upd := pod.DeepCopy()
@@ -547,9 +656,32 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, f *v1alpha1.Flock
 	return !isAvailable(pod, f.Spec.MinReadySeconds, now), nil
 }
 
-// deletePod deletes a pod of the Flock and records an event.
-func (fc *defaultFlockControl) deletePod(ctx context.Context, f *v1alpha1.Flock, pod *corev1.Pod, why string) error {
-	if err := fc.members.DeletePod(ctx, pod); err != nil {
+// mustForceDelete reports whether pod has to be deleted with grace period
+// 0: the node it is pinned to is gone, so no kubelet will ever confirm that
+// it stopped; or it belongs on memberNode ("" when it has no member) but is
+// pinned to another node that is not Ready, i.e. its member was reassigned
+// away from a lost node.
+func mustForceDelete(pod *corev1.Pod, memberNode string, nodes map[string]*corev1.Node) bool {
+	name := PinnedNode(pod)
+	if name == "" {
+		return false
+	}
+	node, ok := nodes[name]
+	if !ok {
+		return true
+	}
+	return memberNode != "" && name != memberNode && !isNodeReady(node)
+}
+
+// deletePod deletes a pod of the Flock, at once when force is set, and
+// records an event.
+func (fc *defaultFlockControl) deletePod(ctx context.Context, f *v1alpha1.Flock, pod *corev1.Pod, why string, force bool) error {
+	del := fc.members.DeletePod
+	if force {
+		del = fc.members.ForceDeletePod
+		why += "; forced: its node " + PinnedNode(pod) + " cannot confirm"
+	}
+	if err := del(ctx, pod); err != nil {
 		fc.event(f, corev1.EventTypeWarning, "FailedDelete", "delete Pod %s (%s) failed: %v", pod.Name, why, err)
 		return fmt.Errorf("deleting pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
@@ -559,9 +691,12 @@ func (fc *defaultFlockControl) deletePod(ctx context.Context, f *v1alpha1.Flock,
 
 // blockedMembers says, for every ordinal below replicas, why it cannot
 // run, if it cannot: no node could be placed for it, its node is gone,
-// NotReady, cordoned or tainted, its pod is unschedulable, or its pod name
-// is taken by a pod the Flock does not control.
-func (fc *defaultFlockControl) blockedMembers(f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMember, pods map[int32]*corev1.Pod, nodes map[string]*corev1.Node) map[int32]blockage {
+// NotReady (with since when, and what memberRecovery does about it, from
+// losses), cordoned or tainted, its pod is unschedulable, its pod name is
+// taken by a pod the Flock does not control, or it waits for the cleanup
+// of its data directory after a scale down.
+func (fc *defaultFlockControl) blockedMembers(f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMember, pods map[int32]*corev1.Pod,
+	nodes map[string]*corev1.Node, losses map[int32]nodeLoss) map[int32]blockage {
 	blocked := map[int32]blockage{}
 	for ord := range replicasOf(f) {
 		m, ok := members[ord]
@@ -579,24 +714,45 @@ func (fc *defaultFlockControl) blockedMembers(f *v1alpha1.Flock, members map[int
 					"member %d cannot start: pod %s exists and is not a pod of this Flock on node %s; delete it to let the member start", ord, name, m.Node)}
 				continue
 			}
+			if h, err := fc.members.GetPod(f.Namespace, CleanupPodName(f.Name, ord)); err == nil && f.DeletionTimestamp == nil {
+				blocked[ord] = blockage{ReasonDataCleanup, fmt.Sprintf(
+					"member %d waits for pod %s to finish removing its data directory on node %s", ord, h.Name, h.Spec.NodeName)}
+				continue
+			}
 		}
-		if b := memberBlockage(m, pod, nodes[m.Node], f.Spec.Template.Spec.Tolerations); b != nil {
-			blocked[ord] = *b
+		b := memberBlockage(m, pod, nodes[m.Node], f.Spec.Template.Spec.Tolerations)
+		if b == nil {
+			continue
 		}
+		if loss, ok := losses[ord]; ok && (b.Reason == ReasonNodeGone || b.Reason == ReasonNodeNotReady) {
+			b.Message += " since " + formatTime(loss.Since)
+			if loss.Note != "" {
+				b.Message += "; " + loss.Note
+			}
+		}
+		blocked[ord] = *b
 	}
 	return blocked
 }
 
 // reportTransitions records events for conditions that warn the user when
-// they become true or change their message.
+// they become true or change their message (MembersBlocked, a halted
+// rollout), and for a completed rollout.
 func (fc *defaultFlockControl) reportTransitions(f *v1alpha1.Flock, status v1alpha1.FlockStatus) {
-	now := meta.FindStatusCondition(status.Conditions, v1alpha1.FlockMembersBlocked)
-	if now == nil || now.Status != metav1.ConditionTrue {
-		return
+	if now := meta.FindStatusCondition(status.Conditions, v1alpha1.FlockMembersBlocked); now != nil && now.Status == metav1.ConditionTrue {
+		before := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.FlockMembersBlocked)
+		if before == nil || before.Status != now.Status || before.Message != now.Message {
+			fc.event(f, corev1.EventTypeWarning, "MembersBlocked", "%s", now.Message)
+		}
 	}
-	before := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.FlockMembersBlocked)
-	if before == nil || before.Status != now.Status || before.Message != now.Message {
-		fc.event(f, corev1.EventTypeWarning, "MembersBlocked", "%s", now.Message)
+	if now := meta.FindStatusCondition(status.Conditions, v1alpha1.FlockProgressing); now != nil && now.Reason == ReasonRolloutHalted {
+		before := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.FlockProgressing)
+		if before == nil || before.Reason != now.Reason || before.Message != now.Message {
+			fc.event(f, corev1.EventTypeWarning, "RolloutHalted", "%s", now.Message)
+		}
+	}
+	if old := f.Status.CurrentRevision; old != "" && old != status.CurrentRevision && status.CurrentRevision == status.UpdateRevision {
+		fc.event(f, corev1.EventTypeNormal, "RolloutComplete", "every member runs revision %s (was %s)", status.UpdateRevision, old)
 	}
 }
 

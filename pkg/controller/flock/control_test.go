@@ -359,17 +359,18 @@ func TestMembersBlocked(t *testing.T) {
 	f.updateNode("n-b", setNodeReady(false))
 	f.settle("pg")
 	c := f.condition("pg", v1alpha1.FlockMembersBlocked)
-	if c.Status != metav1.ConditionTrue || c.Reason != ReasonNodeNotReady || c.Message != "member 1 waits for node n-b, which is NotReady" {
+	const notReady = "member 1 waits for node n-b, which is NotReady since 2026-11-30T12:00:00Z; memberRecovery Wait keeps it on that node until the node is back"
+	if c.Status != metav1.ConditionTrue || c.Reason != ReasonNodeNotReady || c.Message != notReady {
 		t.Fatalf("MembersBlocked = %+v", c)
 	}
-	if !hasEvent(f.events(), "Warning MembersBlocked", "member 1 waits for node n-b, which is NotReady") {
+	if !hasEvent(f.events(), "Warning MembersBlocked", notReady) {
 		t.Error("no MembersBlocked event")
 	}
 	// OrderedReady: member 2 waits behind member 1; its node is not changed.
 	if got := f.podNames(); !slices.Equal(got, []string{"pg-0", "pg-1"}) {
 		t.Fatalf("pods = %v", got)
 	}
-	if st := f.getFlock("pg").Status; st.Members[1].Message != "member 1 waits for node n-b, which is NotReady" {
+	if st := f.getFlock("pg").Status; st.Members[1].Message != notReady {
 		t.Errorf("member 1 = %+v", st.Members[1])
 	}
 
@@ -379,9 +380,11 @@ func TestMembersBlocked(t *testing.T) {
 		t.Fatalf("MembersBlocked = %+v", c)
 	}
 
+	f.clock.Step(time.Minute)
 	f.deleteNode("n-b")
 	f.settle("pg")
-	if c := f.condition("pg", v1alpha1.FlockMembersBlocked); c.Reason != ReasonNodeGone || c.Message != "member 1 waits for node n-b, which is gone" {
+	if c := f.condition("pg", v1alpha1.FlockMembersBlocked); c.Reason != ReasonNodeGone ||
+		c.Message != "member 1 waits for node n-b, which is gone since 2026-11-30T12:01:00Z; memberRecovery Wait keeps it on that node until the node is back" {
 		t.Fatalf("MembersBlocked = %+v", c)
 	}
 	if got := f.memberNodes("pg")[1]; got != "n-b" {
@@ -553,10 +556,8 @@ func TestDeletingFlockGetsNoNewPods(t *testing.T) {
 	f.createFlock(fl)
 	f.mustSync("pg")
 	f.runPods()
-	f.updateFlock("pg", func(fl *v1alpha1.Flock) {
-		now := metav1.NewTime(f.clock.Now())
-		fl.DeletionTimestamp = &now
-	})
+	// Another finalizer holds it (with none, it would be gone at once).
+	f.deleteFlock("pg", "example.com/hold")
 	f.mustSync("pg")
 	f.runPods()
 	f.mustSync("pg")

@@ -7,12 +7,14 @@ import (
 	"sync"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -51,12 +53,14 @@ type Controller struct {
 // NewController returns a Flock controller. The informers must not have
 // been started yet (an index is added to the pod informer); start them
 // after NewController, then call Run. Flocks are read and written through
-// flockClient (the loopback client of flock-apiserver), pods and Services
-// through kubeClient (the core cluster). Events are recorded on Flocks
-// through recorder, by ObjectReference (its scheme need not know Flocks).
+// flockClient (the loopback client of flock-apiserver); pods, Services and
+// the ControllerRevisions that record templates through kubeClient (the
+// core cluster). Events are recorded on Flocks through recorder, by
+// ObjectReference (its scheme need not know Flocks).
 func NewController(ctx context.Context, kubeClient kubernetes.Interface, flockClient versioned.Interface,
 	flockInformer flockinformers.FlockInformer, podInformer coreinformers.PodInformer,
 	nodeInformer coreinformers.NodeInformer, serviceInformer coreinformers.ServiceInformer,
+	revisionInformer appsinformers.ControllerRevisionInformer,
 	recorder record.EventRecorder, opts Options) (*Controller, error) {
 	opts, err := opts.Complete()
 	if err != nil {
@@ -64,15 +68,17 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, flockCl
 	}
 	registerMetrics()
 	members := NewMemberControl(kubeClient, podInformer.Lister(), serviceInformer.Lister())
-	control := NewDefaultFlockControl(members, NewStatusUpdater(flockClient), flockClient,
+	revisions := NewRevisionControl(kubeClient, revisionInformer.Lister())
+	control := NewDefaultFlockControl(members, revisions, NewStatusUpdater(flockClient), flockClient,
 		flockInformer.Lister(), nodeInformer.Lister(), recorder, opts)
-	return newController(ctx, control, flockInformer, podInformer, nodeInformer, serviceInformer, opts, clock.RealClock{})
+	return newController(ctx, control, flockInformer, podInformer, nodeInformer, serviceInformer, revisionInformer, opts, clock.RealClock{})
 }
 
 // newController wires the loop around any FlockControl.
 func newController(ctx context.Context, control FlockControl, flockInformer flockinformers.FlockInformer,
 	podInformer coreinformers.PodInformer, nodeInformer coreinformers.NodeInformer,
-	serviceInformer coreinformers.ServiceInformer, opts Options, clk clock.Clock) (*Controller, error) {
+	serviceInformer coreinformers.ServiceInformer, revisionInformer appsinformers.ControllerRevisionInformer,
+	opts Options, clk clock.Clock) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 	if err := podInformer.Informer().AddIndexers(cache.Indexers{podControllerUIDIndex: indexByFlockController}); err != nil {
 		return nil, fmt.Errorf("adding the pod index (start the informers after NewController): %w", err)
@@ -109,6 +115,11 @@ func newController(ctx context.Context, control FlockControl, flockInformer floc
 			AddFunc:    func(obj any) { c.serviceChanged(logger, obj) },
 			UpdateFunc: func(old, cur any) { c.serviceChanged(logger, old); c.serviceChanged(logger, cur) },
 			DeleteFunc: func(obj any) { c.serviceChanged(logger, obj) },
+		}},
+		{revisionInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.revisionChanged(logger, obj) },
+			UpdateFunc: func(_, cur any) { c.revisionChanged(logger, cur) },
+			DeleteFunc: func(obj any) { c.revisionChanged(logger, obj) },
 		}},
 		{nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.nodeChanged(logger, obj) },
@@ -312,8 +323,22 @@ func (c *Controller) flocksSelecting(pod *corev1.Pod) []*v1alpha1.Flock {
 	return out
 }
 
+// enqueueCleanupOwner enqueues the Flock whose data-cleanup helper pod
+// is, and reports whether pod is one.
+func (c *Controller) enqueueCleanupOwner(pod *corev1.Pod) bool {
+	name, ok := pod.Labels[LabelCleanupOf]
+	if !ok {
+		return false
+	}
+	c.queue.Add(pod.Namespace + "/" + name)
+	return true
+}
+
 func (c *Controller) addPod(logger klog.Logger, obj any) {
 	pod := obj.(*corev1.Pod)
+	if c.enqueueCleanupOwner(pod) {
+		return
+	}
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
 		if f := c.resolveControllerRef(pod.Namespace, ref); f != nil {
 			c.enqueue(logger, f)
@@ -329,6 +354,9 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur any) {
 	oldPod, curPod := old.(*corev1.Pod), cur.(*corev1.Pod)
 	if oldPod.ResourceVersion == curPod.ResourceVersion {
 		return // a resync
+	}
+	if c.enqueueCleanupOwner(curPod) {
+		return
 	}
 	oldRef, curRef := metav1.GetControllerOfNoCopy(oldPod), metav1.GetControllerOfNoCopy(curPod)
 	refChanged := !reflect.DeepEqual(oldRef, curRef)
@@ -367,6 +395,9 @@ func (c *Controller) deletePod(logger klog.Logger, obj any) {
 			return
 		}
 	}
+	if c.enqueueCleanupOwner(pod) {
+		return
+	}
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
 		if f := c.resolveControllerRef(pod.Namespace, ref); f != nil {
 			c.enqueue(logger, f)
@@ -403,6 +434,33 @@ func (c *Controller) serviceChanged(logger klog.Logger, obj any) {
 	}
 	for _, f := range flocks {
 		if serviceNameOf(f) == svc.Name {
+			c.enqueue(logger, f)
+		}
+	}
+}
+
+// revisionChanged enqueues the Flock that controls a ControllerRevision
+// (a deleted update revision is recreated), or, for an orphan, the Flock it
+// is labelled with (it may be adopted).
+func (c *Controller) revisionChanged(logger klog.Logger, obj any) {
+	cr, ok := obj.(*appsv1.ControllerRevision)
+	if !ok {
+		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
+		if !ok {
+			return
+		}
+		if cr, ok = tombstone.Obj.(*appsv1.ControllerRevision); !ok {
+			return
+		}
+	}
+	if ref := metav1.GetControllerOfNoCopy(cr); ref != nil {
+		if f := c.resolveControllerRef(cr.Namespace, ref); f != nil {
+			c.enqueue(logger, f)
+		}
+		return
+	}
+	if name := cr.Labels[v1alpha1.LabelFlockName]; name != "" {
+		if f, err := c.flockLister.Flocks(cr.Namespace).Get(name); err == nil {
 			c.enqueue(logger, f)
 		}
 	}

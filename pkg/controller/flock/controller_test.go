@@ -133,7 +133,7 @@ func TestRunOverFakeClientsets(t *testing.T) {
 	recorder := record.NewFakeRecorder(1000)
 	c, err := NewController(ctx, kubeClient, flockClient, flockFactory.Flock().V1alpha1().Flocks(),
 		kubeFactory.Core().V1().Pods(), kubeFactory.Core().V1().Nodes(), kubeFactory.Core().V1().Services(),
-		recorder, Options{ClusterDomain: "example.org"})
+		kubeFactory.Apps().V1().ControllerRevisions(), recorder, Options{ClusterDomain: "example.org"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestNewControllerRejectsBadOptions(t *testing.T) {
 	flockFactory := flockinformers.NewSharedInformerFactory(flockfake.NewSimpleClientset(), 0)
 	_, err := NewController(ctx, k8sfake.NewClientset(), flockfake.NewSimpleClientset(), flockFactory.Flock().V1alpha1().Flocks(),
 		kubeFactory.Core().V1().Pods(), kubeFactory.Core().V1().Nodes(), kubeFactory.Core().V1().Services(),
-		record.NewFakeRecorder(1), Options{DataRoot: "relative/path"})
+		kubeFactory.Apps().V1().ControllerRevisions(), record.NewFakeRecorder(1), Options{DataRoot: "relative/path"})
 	if err == nil {
 		t.Fatal("no error for a relative data root")
 	}

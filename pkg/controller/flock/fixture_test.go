@@ -10,9 +10,11 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
@@ -33,9 +35,17 @@ import (
 
 const testNamespace = "db"
 
+// testHaltAfter is Options.RolloutHaltAfter in the fixture.
+const testHaltAfter = 30 * time.Second
+
+// neverReady is the annotation that keeps a pod from becoming Ready in
+// runPods (as hack/kwok's stages do).
+const neverReady = "flock.dev/e2e-never-ready"
+
 var (
-	podResource     = schema.GroupResource{Resource: "pods"}
-	serviceResource = schema.GroupResource{Resource: "services"}
+	podResource      = schema.GroupResource{Resource: "pods"}
+	serviceResource  = schema.GroupResource{Resource: "services"}
+	revisionResource = schema.GroupResource{Group: "apps", Resource: "controllerrevisions"}
 )
 
 // injector makes the next `times` calls of one operation fail with err.
@@ -95,6 +105,17 @@ func (c *fakeMemberControl) GetPod(namespace, name string) (*corev1.Pod, error) 
 	return c.getPod(namespace, name)
 }
 
+func (c *fakeMemberControl) ListPods(namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
+	var out []*corev1.Pod
+	for _, obj := range c.pods.List() {
+		p := obj.(*corev1.Pod)
+		if p.Namespace == namespace && selector.Matches(labels.Set(p.Labels)) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
 func (c *fakeMemberControl) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	if err := c.fail("CreatePod"); err != nil {
 		return err
@@ -145,6 +166,107 @@ func (c *fakeMemberControl) DeletePod(_ context.Context, pod *corev1.Pod) error 
 	now := metav1.NewTime(c.clock.Now())
 	upd.DeletionTimestamp = &now
 	return c.pods.Update(upd)
+}
+
+func (c *fakeMemberControl) ForceDeletePod(_ context.Context, pod *corev1.Pod) error {
+	if err := c.fail("ForceDeletePod"); err != nil {
+		return err
+	}
+	old, err := c.getPod(pod.Namespace, pod.Name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if old.UID != pod.UID {
+		return apierrors.NewConflict(podResource, pod.Name, fmt.Errorf("precondition failed: uid %s", pod.UID))
+	}
+	return c.pods.Delete(old)
+}
+
+// fakeRevisionControl is a RevisionControl over the ControllerRevision
+// informer's indexer, with error injection.
+type fakeRevisionControl struct {
+	revisions cache.Indexer
+	failures  map[string]*injector
+	nextUID   int
+}
+
+func (c *fakeRevisionControl) fail(op string) error {
+	if inj := c.failures[op]; inj != nil && inj.times > 0 {
+		inj.times--
+		return inj.err
+	}
+	return nil
+}
+
+func (c *fakeRevisionControl) get(namespace, name string) (*appsv1.ControllerRevision, bool) {
+	obj, ok, _ := c.revisions.GetByKey(namespace + "/" + name)
+	if !ok {
+		return nil, false
+	}
+	return obj.(*appsv1.ControllerRevision), true
+}
+
+func (c *fakeRevisionControl) ListRevisions(namespace string, selector labels.Selector) ([]*appsv1.ControllerRevision, error) {
+	var out []*appsv1.ControllerRevision
+	for _, obj := range c.revisions.List() {
+		cr := obj.(*appsv1.ControllerRevision)
+		if cr.Namespace == namespace && selector.Matches(labels.Set(cr.Labels)) {
+			out = append(out, cr)
+		}
+	}
+	return out, nil
+}
+
+func (c *fakeRevisionControl) CreateRevision(_ context.Context, cr *appsv1.ControllerRevision) error {
+	if err := c.fail("CreateRevision"); err != nil {
+		return err
+	}
+	if _, ok := c.get(cr.Namespace, cr.Name); ok {
+		return apierrors.NewAlreadyExists(revisionResource, cr.Name)
+	}
+	cr = cr.DeepCopy()
+	c.nextUID++
+	cr.UID = types.UID("cr-uid-" + strconv.Itoa(c.nextUID))
+	return c.revisions.Add(cr)
+}
+
+func (c *fakeRevisionControl) UpdateRevision(_ context.Context, cr *appsv1.ControllerRevision) error {
+	if err := c.fail("UpdateRevision"); err != nil {
+		return err
+	}
+	if _, ok := c.get(cr.Namespace, cr.Name); !ok {
+		return apierrors.NewNotFound(revisionResource, cr.Name)
+	}
+	return c.revisions.Update(cr.DeepCopy())
+}
+
+func (c *fakeRevisionControl) DeleteRevision(_ context.Context, cr *appsv1.ControllerRevision) error {
+	if err := c.fail("DeleteRevision"); err != nil {
+		return err
+	}
+	old, ok := c.get(cr.Namespace, cr.Name)
+	if !ok {
+		return nil
+	}
+	if old.UID != cr.UID {
+		return apierrors.NewConflict(revisionResource, cr.Name, fmt.Errorf("precondition failed: uid %s", cr.UID))
+	}
+	return c.revisions.Delete(old)
+}
+
+func (c *fakeRevisionControl) PatchRevision(_ context.Context, namespace, name string, patch []byte) error {
+	if err := c.fail("PatchRevision"); err != nil {
+		return err
+	}
+	old, ok := c.get(namespace, name)
+	if !ok {
+		return apierrors.NewNotFound(revisionResource, name)
+	}
+	upd, err := strategicPatch(old, old.UID, patch)
+	if err != nil {
+		return err
+	}
+	return c.revisions.Update(upd)
 }
 
 // strategicPatch applies a strategic merge patch the way the API server
@@ -254,7 +376,9 @@ type fixture struct {
 	pods        cache.Indexer
 	services    cache.Indexer
 	nodes       cache.Indexer
+	revisions   cache.Indexer
 	members     *fakeMemberControl
+	history     *fakeRevisionControl
 	recorder    *record.FakeRecorder
 	controller  *Controller
 	// assigned remembers, per Flock UID, the node each recorded member had
@@ -285,26 +409,29 @@ func newFixtureWithLogVerbosity(t *testing.T, verbosity int, nodeNames ...string
 	podInformer := kubeFactory.Core().V1().Pods()
 	nodeInformer := kubeFactory.Core().V1().Nodes()
 	serviceInformer := kubeFactory.Core().V1().Services()
+	revisionInformer := kubeFactory.Apps().V1().ControllerRevisions()
 
 	f := &fixture{
 		t: t, ctx: ctx, clock: clk, flockClient: flockClient,
-		flocks:   flockInformer.Informer().GetIndexer(),
-		pods:     podInformer.Informer().GetIndexer(),
-		services: serviceInformer.Informer().GetIndexer(),
-		nodes:    nodeInformer.Informer().GetIndexer(),
-		recorder: record.NewFakeRecorder(10000),
-		assigned: map[types.UID]map[int32]string{},
+		flocks:    flockInformer.Informer().GetIndexer(),
+		pods:      podInformer.Informer().GetIndexer(),
+		services:  serviceInformer.Informer().GetIndexer(),
+		nodes:     nodeInformer.Informer().GetIndexer(),
+		revisions: revisionInformer.Informer().GetIndexer(),
+		recorder:  record.NewFakeRecorder(10000),
+		assigned:  map[types.UID]map[int32]string{},
 	}
 	f.members = newFakeMemberControl(f.pods, f.services, clk)
-	opts, err := Options{}.Complete()
+	f.history = &fakeRevisionControl{revisions: f.revisions, failures: map[string]*injector{}}
+	opts, err := Options{RolloutHaltAfter: testHaltAfter}.Complete()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Conflicts are retried as in production, without the pauses.
 	status := &realStatusUpdater{client: flockClient, backoff: wait.Backoff{Steps: retry.DefaultRetry.Steps}}
-	control := NewDefaultFlockControl(f.members, status, flockClient,
+	control := NewDefaultFlockControl(f.members, f.history, status, flockClient,
 		flockInformer.Lister(), nodeInformer.Lister(), f.recorder, opts)
-	f.controller, err = newController(ctx, control, flockInformer, podInformer, nodeInformer, serviceInformer, opts, clk)
+	f.controller, err = newController(ctx, control, flockInformer, podInformer, nodeInformer, serviceInformer, revisionInformer, opts, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -446,9 +573,43 @@ func (f *fixture) refreshFlocks() {
 func (f *fixture) sync(name string) error {
 	f.t.Helper()
 	err := f.controller.sync(f.ctx, testNamespace+"/"+name)
+	f.reapFlocks()
 	f.refreshFlocks()
 	f.check()
 	return err
+}
+
+// reapFlocks removes, as the API server does, Flocks that are being
+// deleted and have no finalizers left.
+func (f *fixture) reapFlocks() {
+	f.t.Helper()
+	list, err := f.flockClient.FlockV1alpha1().Flocks("").List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, fl := range list.Items {
+		if fl.DeletionTimestamp != nil && len(fl.Finalizers) == 0 {
+			if err := f.flockClient.FlockV1alpha1().Flocks(fl.Namespace).Delete(f.ctx, fl.Name, metav1.DeleteOptions{}); err != nil {
+				f.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// deleteFlock marks a Flock deleted as the API server does when it has
+// finalizers (and removes it when it has none).
+func (f *fixture) deleteFlock(name string, finalizers ...string) {
+	f.t.Helper()
+	fl := f.getFlock(name).DeepCopy()
+	now := metav1.NewTime(f.clock.Now())
+	fl.DeletionTimestamp = &now
+	fl.Finalizers = append(fl.Finalizers, finalizers...)
+	if _, err := f.flockClient.FlockV1alpha1().Flocks(fl.Namespace).Update(f.ctx, fl, metav1.UpdateOptions{}); err != nil {
+		f.t.Fatal(err)
+	}
+	f.reapFlocks()
+	f.refreshFlocks()
+	f.check()
 }
 
 // mustSync is sync that fails the test on an error.
@@ -561,7 +722,9 @@ func (f *fixture) deletePod(name string) {
 
 // runPods plays scheduler and kubelet: a pending pod pinned to a node that
 // exists, is Ready, is not cordoned gets bound to it and becomes Running
-// and Ready; pods on a node that is not Ready lose readiness.
+// and Ready, unless it is marked never-ready (then it runs, not Ready); a
+// running pod with restartPolicy Never succeeds; pods on a node that is not
+// Ready lose readiness.
 func (f *fixture) runPods() {
 	f.t.Helper()
 	for _, p := range f.allPods() {
@@ -575,12 +738,25 @@ func (f *fixture) runPods() {
 		}
 		n := obj.(*corev1.Node)
 		upd := p.DeepCopy()
+		if p.Spec.RestartPolicy == corev1.RestartPolicyNever && p.Status.Phase == corev1.PodRunning && isNodeReady(n) {
+			// A one-shot pod (a cleanup helper) completes, as kwok's
+			// pod-complete stage does.
+			upd.Status.Phase = corev1.PodSucceeded
+			upd.Status.Conditions = nil
+			if err := f.pods.Update(upd); err != nil {
+				f.t.Fatal(err)
+			}
+			continue
+		}
 		if !isNodeReady(n) {
 			upd.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
 		} else if p.Spec.NodeName != "" || !n.Spec.Unschedulable {
 			upd.Spec.NodeName = node
 			upd.Status.Phase = corev1.PodRunning
-			if !isRunningAndReady(p) {
+			if p.Annotations[neverReady] == "true" {
+				upd.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse,
+					Reason: "ContainersNotReady", Message: "readiness probe failed"}}
+			} else if !isRunningAndReady(p) {
 				upd.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(f.clock.Now())}}
 			}
 		}
@@ -667,9 +843,15 @@ func (f *fixture) check() {
 		}
 		prev := f.assigned[fl.UID]
 		next := map[int32]string{}
+		reassign := fl.Spec.MemberRecovery.Policy == v1alpha1.ReassignMemberRecovery
 		for ord, m := range members {
 			if old, ok := prev[ord]; ok && old != m.Node {
-				f.t.Fatalf("flock %s: member %d moved from node %s to %s", fl.Name, ord, old, m.Node)
+				// Only Reassign moves a member, only off a lost node, and
+				// only to a Ready one.
+				if !reassign || !f.nodeLost(old) || f.nodeLost(m.Node) {
+					f.t.Fatalf("flock %s: member %d moved from node %s (lost %v) to %s (lost %v), policy %s",
+						fl.Name, ord, old, f.nodeLost(old), m.Node, f.nodeLost(m.Node), fl.Spec.MemberRecovery.Policy)
+				}
 			}
 			next[ord] = m.Node
 		}
@@ -694,14 +876,37 @@ func (f *fixture) check() {
 			if !ok {
 				f.t.Fatalf("flock %s: pod %s has no member in status (members %+v)", fl.Name, p.Name, fl.Status.Members)
 			}
-			if node := PinnedNode(p); node != m.Node {
+			// (PinnedNode is spec.nodeName once bound.) The one exception:
+			// the pod a reassigned member left on its lost node, until it
+			// is deleted.
+			if node := PinnedNode(p); node != m.Node && !(reassign && f.nodeLost(node)) {
 				f.t.Fatalf("flock %s: pod %s is pinned to %q, member %d is recorded on %s", fl.Name, p.Name, node, ord, m.Node)
 			}
-			if p.Spec.NodeName != "" && p.Spec.NodeName != m.Node {
-				f.t.Fatalf("flock %s: pod %s runs on %s, member %d is recorded on %s", fl.Name, p.Name, p.Spec.NodeName, ord, m.Node)
+		}
+
+		// A cleanup helper never runs beside a pod of the Flock on its node:
+		// the pod's data would be removed under it.
+		for _, h := range f.allPods() {
+			if h.Labels[LabelCleanupOf] != fl.Name || isTerminal(h) {
+				continue
+			}
+			if h.Spec.NodeName == "" || len(h.Spec.Volumes) != 1 || h.Spec.Volumes[0].HostPath == nil ||
+				h.Spec.Volumes[0].HostPath.Path != DataPath(DefaultDataRoot, fl.Namespace, fl.Name) {
+				f.t.Fatalf("flock %s: cleanup pod %s on %q mounts %+v", fl.Name, h.Name, h.Spec.NodeName, h.Spec.Volumes)
+			}
+			for _, p := range f.allPods() {
+				if _, ok := ParseOrdinal(fl.Name, p.Name); ok && isControlledBy(p, fl) && PinnedNode(p) == h.Spec.NodeName {
+					f.t.Fatalf("flock %s: cleanup pod %s runs on node %s beside member pod %s", fl.Name, h.Name, h.Spec.NodeName, p.Name)
+				}
 			}
 		}
 	}
+}
+
+// nodeLost reports whether a node is gone or not Ready in the cache.
+func (f *fixture) nodeLost(name string) bool {
+	obj, ok, _ := f.nodes.GetByKey(name)
+	return !ok || !isNodeReady(obj.(*corev1.Node))
 }
 
 // memberNodes returns a Flock's recorded ordinal -> node map.

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -19,6 +20,9 @@ import (
 type MemberControl interface {
 	// GetPod returns a pod from the cache.
 	GetPod(namespace, name string) (*corev1.Pod, error)
+	// ListPods returns the pods in namespace that selector matches, from
+	// the cache.
+	ListPods(namespace string, selector labels.Selector) ([]*corev1.Pod, error)
 	// CreatePod creates pod.
 	CreatePod(ctx context.Context, pod *corev1.Pod) error
 	// UpdatePod updates pod (a copy the caller owns).
@@ -27,6 +31,10 @@ type MemberControl interface {
 	// pod.UID, so that a pod recreated under the same name is never deleted
 	// by mistake.
 	DeletePod(ctx context.Context, pod *corev1.Pod) error
+	// ForceDeletePod deletes pod at once (grace period 0), on the same UID
+	// precondition. It is for pods whose node is gone or lost, which no
+	// kubelet will ever confirm stopped.
+	ForceDeletePod(ctx context.Context, pod *corev1.Pod) error
 	// PatchPod applies a strategic merge patch to a pod (adoption, release).
 	PatchPod(ctx context.Context, namespace, name string, patch []byte) error
 
@@ -58,6 +66,10 @@ func (c *realMemberControl) GetPod(namespace, name string) (*corev1.Pod, error) 
 	return c.podLister.Pods(namespace).Get(name)
 }
 
+func (c *realMemberControl) ListPods(namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
+	return c.podLister.Pods(namespace).List(selector)
+}
+
 func (c *realMemberControl) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	_, err := c.client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: FieldManager})
 	return err
@@ -71,6 +83,19 @@ func (c *realMemberControl) UpdatePod(ctx context.Context, pod *corev1.Pod) erro
 func (c *realMemberControl) DeletePod(ctx context.Context, pod *corev1.Pod) error {
 	uid := pod.UID
 	err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (c *realMemberControl) ForceDeletePod(ctx context.Context, pod *corev1.Pod) error {
+	uid := pod.UID
+	var zero int64
+	err := c.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &zero,
+		Preconditions:      &metav1.Preconditions{UID: &uid},
+	})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

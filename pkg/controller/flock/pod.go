@@ -7,8 +7,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -26,6 +28,18 @@ const (
 	DefaultDataRoot = "/var/lib/flock"
 	// FieldManager is the field manager of every write of the controller.
 	FieldManager = "flock-controller"
+	// DefaultCleanupImage is the image of data-cleanup helper pods when
+	// Options.CleanupImage is empty.
+	DefaultCleanupImage = "busybox:1.36"
+	// DefaultRolloutHaltAfter is Options.RolloutHaltAfter when unset.
+	DefaultRolloutHaltAfter = 30 * time.Second
+
+	// LabelCleanupOf labels the data-cleanup helper pods of a Flock with the
+	// Flock's name.
+	LabelCleanupOf = "flock.dev/cleanup-of"
+
+	// cleanupMountPath is where a cleanup helper mounts the data directory.
+	cleanupMountPath = "/flock-data"
 
 	// nodeNameField is the field selector key a pod's required node
 	// affinity uses to pin it to one node.
@@ -136,7 +150,14 @@ func memberLabels(f *v1alpha1.Flock, ordinal int32) map[string]string {
 // hostPath data volume <dataRoot>/<namespace>/<flock> and a controller
 // ownerReference to f. f is not modified.
 func NewMemberPod(f *v1alpha1.Flock, m v1alpha1.FlockMember, revision, dataRoot string) *corev1.Pod {
-	tmpl := f.Spec.Template.DeepCopy()
+	return newMemberPodFromTemplate(f, &f.Spec.Template, m, revision, dataRoot)
+}
+
+// newMemberPodFromTemplate is NewMemberPod with the pod template of a given
+// revision (an earlier template of f, from its ControllerRevision) instead
+// of f's current one. template is not modified.
+func newMemberPodFromTemplate(f *v1alpha1.Flock, template *corev1.PodTemplateSpec, m v1alpha1.FlockMember, revision, dataRoot string) *corev1.Pod {
+	tmpl := template.DeepCopy()
 	name := PodName(f.Name, m.Ordinal)
 
 	labels := make(map[string]string, len(tmpl.Labels)+4)
@@ -362,3 +383,89 @@ func ServicePorts(spec *corev1.PodSpec) []corev1.ServicePort {
 	}
 	return ports
 }
+
+// CleanupPodName returns the name of the helper pod that removes the data
+// directory of member ordinal of a Flock: <flock>-<ordinal>-cleanup. It can
+// never be the name of a member pod (<flock>-<digits>) of any Flock.
+func CleanupPodName(flockName string, ordinal int32) string {
+	return PodName(flockName, ordinal) + "-cleanup"
+}
+
+// cleanupOrdinal returns the ordinal of a cleanup helper pod of flockName.
+func cleanupOrdinal(flockName, podName string) (int32, bool) {
+	base, ok := strings.CutSuffix(podName, "-cleanup")
+	if !ok {
+		return 0, false
+	}
+	return ParseOrdinal(flockName, base)
+}
+
+// cleanupScript removes everything in the mounted data directory (not the
+// directory itself, which is the mount point), hidden entries included.
+const cleanupScript = "rm -rf -- " + cleanupMountPath + "/* " + cleanupMountPath + "/.[!.]* " + cleanupMountPath + "/..?*"
+
+// NewCleanupPod returns the short helper pod that empties Flock f's data
+// directory <dataRoot>/<namespace>/<flock> on member m's node, under the
+// Delete retention policy. It is bound to the node by spec.nodeName (the
+// scheduler is not involved, so a cordoned node is reached too) and
+// tolerates every taint; it mounts only that directory, runs image once
+// (restartPolicy Never) and carries a non-controller ownerReference to f, so
+// it never counts as a member and is collected with the Flock.
+func NewCleanupPod(f *v1alpha1.Flock, m v1alpha1.FlockMember, image, dataRoot string) *corev1.Pod {
+	hostPathType := corev1.HostPathDirectoryOrCreate
+	no, root := false, int64(0)
+	owner := metav1.OwnerReference{
+		APIVersion: controllerKind.GroupVersion().String(), Kind: controllerKind.Kind,
+		Name: f.Name, UID: f.UID, BlockOwnerDeletion: &no,
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            CleanupPodName(f.Name, m.Ordinal),
+			Namespace:       f.Namespace,
+			Labels:          map[string]string{LabelCleanupOf: f.Name},
+			OwnerReferences: []metav1.OwnerReference{owner},
+		},
+		Spec: corev1.PodSpec{
+			NodeName:                     m.Node,
+			RestartPolicy:                corev1.RestartPolicyNever,
+			Tolerations:                  []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+			AutomountServiceAccountToken: &no,
+			EnableServiceLinks:           &no,
+			Containers: []corev1.Container{{
+				Name:    "cleanup",
+				Image:   image,
+				Command: []string{"sh", "-c", cleanupScript},
+				VolumeMounts: []corev1.VolumeMount{{
+					Name: "data", MountPath: cleanupMountPath,
+				}},
+				Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{
+						corev1.ResourceCPU:    resource.MustParse("10m"),
+						corev1.ResourceMemory: resource.MustParse("16Mi"),
+					},
+					Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
+				},
+				SecurityContext: &corev1.SecurityContext{
+					// Root, with just the capabilities to remove files of any
+					// owner and mode.
+					RunAsUser:                &root,
+					AllowPrivilegeEscalation: &no,
+					ReadOnlyRootFilesystem:   ptrTo(true),
+					Capabilities: &corev1.Capabilities{
+						Drop: []corev1.Capability{"ALL"},
+						Add:  []corev1.Capability{"DAC_OVERRIDE", "FOWNER"},
+					},
+				},
+			}},
+			Volumes: []corev1.Volume{{
+				Name: "data",
+				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+					Path: DataPath(dataRoot, f.Namespace, f.Name),
+					Type: &hostPathType,
+				}},
+			}},
+		},
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

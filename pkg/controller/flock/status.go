@@ -56,6 +56,9 @@ const (
 	ReasonServiceNotOwned    = "ServiceNotOwned"
 	ReasonServiceNotHeadless = "ServiceNotHeadless"
 	ReasonServiceMissing     = "ServiceMissing"
+	ReasonDataCleanup        = "DataCleanup"
+	ReasonRollingUpdate      = "RollingUpdate"
+	ReasonRolloutHalted      = "RolloutHalted"
 )
 
 // blockage says why a member cannot run.
@@ -217,8 +220,13 @@ type statusInput struct {
 	// Remove are members (ordinal -> node) to drop from status: scaled
 	// down, and their pods are gone.
 	Remove map[int32]string
+	// Cleanup are the status messages of members whose data directory is
+	// being removed (retention Delete), by ordinal.
+	Cleanup map[int32]string
 	// UpdateRevision is the revision of the current template.
 	UpdateRevision string
+	// HaltAfter is Options.RolloutHaltAfter (see haltedPod).
+	HaltAfter time.Duration
 	// ClusterDomain is for the members' FQDNs.
 	ClusterDomain string
 	// ServiceCondition is the ServiceReady condition.
@@ -253,9 +261,8 @@ func computeStatus(in statusInput) (v1alpha1.FlockStatus, map[MemberState]int) {
 		}
 	}
 
-	// Revisions. Issue 5 creates every pod from the current template and
-	// does not roll existing pods; the current revision becomes the update
-	// revision once every member's pod is at it.
+	// Revisions: the current revision becomes the update revision once
+	// every member's pod is at it and no condemned pod is left.
 	if status.CurrentRevision == "" {
 		status.CurrentRevision = in.UpdateRevision
 	}
@@ -304,6 +311,17 @@ func computeStatus(in statusInput) (v1alpha1.FlockStatus, map[MemberState]int) {
 			m.Revision = podRevision(pod)
 		}
 		state, msg := memberState(m, pod, in.Blocked, replicas)
+		if c, ok := in.Cleanup[m.Ordinal]; ok {
+			state, msg = MemberNotReady, c
+		}
+		// A reassigned member keeps the note that says so.
+		if note := reassignNote(m.Message); note != "" && !strings.Contains(msg, note) {
+			if msg == "" {
+				msg = note
+			} else {
+				msg += "; " + note
+			}
+		}
 		m.Message = msg
 		if m.Ordinal < replicas {
 			states[state]++
@@ -338,15 +356,26 @@ func computeStatus(in statusInput) (v1alpha1.FlockStatus, map[MemberState]int) {
 	} else {
 		setCondition(&status, v1alpha1.FlockAvailable, metav1.ConditionFalse, ReasonMembersUnavailable, summary, gen, now)
 	}
-	// TODO(issue 6): a rollout in progress is Progressing too.
+	rollout := rolloutSummary(f, in.Pods, in.UpdateRevision, status.CurrentRevision, minReady, in.Now)
+	halted, why, _ := haltedPod(f, in.Pods, in.UpdateRevision, status.CurrentRevision, in.HaltAfter, in.Now)
 	switch {
+	case halted != nil:
+		setCondition(&status, v1alpha1.FlockProgressing, metav1.ConditionFalse, ReasonRolloutHalted, fmt.Sprintf(
+			"rolling update to revision %s halted at pod %s on node %s: %s; fix the template and the rollout resumes (the pod is replaced without being deleted by hand)",
+			in.UpdateRevision, halted.Name, PinnedNode(halted), why), gen, now)
 	case condemned > 0 || len(in.Remove) > 0 || hasMembersAbove(in.Members, replicas):
 		setCondition(&status, v1alpha1.FlockProgressing, metav1.ConditionTrue, ReasonScalingDown,
 			fmt.Sprintf("scaling down to %d members; %s", replicas, summary), gen, now)
+	case rollout.active:
+		setCondition(&status, v1alpha1.FlockProgressing, metav1.ConditionTrue, ReasonRollingUpdate, rollout.message+"; "+summary, gen, now)
 	case available < replicas:
 		setCondition(&status, v1alpha1.FlockProgressing, metav1.ConditionTrue, ReasonCreatingMembers, summary, gen, now)
 	default:
-		setCondition(&status, v1alpha1.FlockProgressing, metav1.ConditionFalse, ReasonComplete, summary, gen, now)
+		msg := summary
+		if rollout.message != "" {
+			msg += "; " + rollout.message
+		}
+		setCondition(&status, v1alpha1.FlockProgressing, metav1.ConditionFalse, ReasonComplete, msg, gen, now)
 	}
 	if len(blocked) > 0 {
 		msgs := make([]string, 0, len(blocked))
@@ -363,6 +392,57 @@ func computeStatus(in statusInput) (v1alpha1.FlockStatus, map[MemberState]int) {
 		setCondition(&status, c.Type, c.Status, c.Reason, c.Message, gen, now)
 	}
 	return status, states
+}
+
+// rollout describes a template update for the Progressing condition.
+type rollout struct {
+	// active: a rolling update has members at or above the partition left
+	// to update or to become available.
+	active bool
+	// message says how far it is, or, when not active, which members stay
+	// at an earlier revision (below the partition, or OnDelete); "" when
+	// every member runs the update revision.
+	message string
+}
+
+// rolloutSummary describes the update of Flock f from revision current to
+// update, given its pods by ordinal.
+func rolloutSummary(f *v1alpha1.Flock, pods map[int32]*corev1.Pod, update, current string, minReady int32, now time.Time) rollout {
+	if current == update {
+		return rollout{}
+	}
+	replicas := replicasOf(f)
+	var outdated []int32
+	for ord := range replicas {
+		if pod := pods[ord]; pod != nil && podRevision(pod) != update {
+			outdated = append(outdated, ord)
+		}
+	}
+	if f.Spec.UpdateStrategy.Type == v1alpha1.OnDeleteFlockStrategyType {
+		if len(outdated) == 0 {
+			return rollout{}
+		}
+		return rollout{message: fmt.Sprintf("members %v run an earlier revision than %s and are updated when their pods are deleted (updateStrategy OnDelete)", outdated, update)}
+	}
+	partition := partitionOf(f)
+	var done, todo int32
+	for ord := partition; ord < replicas; ord++ {
+		todo++
+		if pod := pods[ord]; pod != nil && podRevision(pod) == update && isAvailable(pod, minReady, now) {
+			done++
+		}
+	}
+	if done < todo {
+		msg := fmt.Sprintf("rolling update to revision %s: %d of %d members updated", update, done, todo)
+		if partition > 0 {
+			msg += fmt.Sprintf(" (partition %d)", partition)
+		}
+		return rollout{active: true, message: msg}
+	}
+	if len(outdated) > 0 {
+		return rollout{message: fmt.Sprintf("members %v below partition %d stay at revision %s", outdated, partition, current)}
+	}
+	return rollout{}
 }
 
 // memberState returns the state of a member and its status message.

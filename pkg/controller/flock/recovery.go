@@ -1,0 +1,223 @@
+package flock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/pkg/placement"
+)
+
+// nodeLossTracker says since when a node has been lost: NotReady since its
+// Ready condition's last transition, or gone since the controller first
+// saw it missing (a node object leaves no trace once deleted, so after a
+// restart the clock starts again: a member is never moved sooner than its
+// policy says, only later).
+type nodeLossTracker struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+func newNodeLossTracker() *nodeLossTracker {
+	return &nodeLossTracker{seen: map[string]time.Time{}}
+}
+
+// lostSince returns since when node name (nil: its object is gone) has
+// been lost, and false when it is Ready.
+func (t *nodeLossTracker) lostSince(name string, node *corev1.Node, now time.Time) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if node != nil {
+		if isNodeReady(node) {
+			delete(t.seen, name)
+			return time.Time{}, false
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() {
+				delete(t.seen, name)
+				return c.LastTransitionTime.Time, true
+			}
+		}
+	}
+	since, ok := t.seen[name]
+	if !ok {
+		since = now
+		t.seen[name] = since
+	}
+	return since, true
+}
+
+// reassignNotePrefix starts the note a reassigned member keeps in its
+// status message.
+const reassignNotePrefix = "reassigned from node "
+
+// nodeLoss is what a sync knows about a member on a lost node.
+type nodeLoss struct {
+	// Since is when the node became NotReady or was first seen gone.
+	Since time.Time
+	// Note says what memberRecovery does about it.
+	Note string
+}
+
+// recoverMembers applies spec.memberRecovery to the members (ordinals
+// below replicas) whose node is lost, and returns the Flock as written, what
+// it knows about each such member, and when to look again.
+//
+// With Wait nothing moves. With Reassign, once the node has been NotReady
+// or gone for afterSeconds, the member moves to an eligible, Ready node
+// that no member of the Flock uses, chosen like a new member's
+// (placement.Assign: least used across Flocks). The new node is recorded in
+// status first; the old pod is then replaced by syncMember (force-deleted,
+// as its node is lost), and the new pod starts with a fresh data directory.
+// Without a free node the member waits and says so. A member named by
+// spec.placement.nodes is never moved. A node that comes back gets nothing
+// back: the member's recorded node is the new one.
+func (fc *defaultFlockControl) recoverMembers(ctx context.Context, f *v1alpha1.Flock, nodeList []*corev1.Node, nodes map[string]*corev1.Node, now time.Time) (*v1alpha1.Flock, map[int32]nodeLoss, time.Duration, error) {
+	logger := klog.FromContext(ctx)
+	replicas := replicasOf(f)
+	rec := f.Spec.MemberRecovery
+	reassign := rec.Policy == v1alpha1.ReassignMemberRecovery && rec.AfterSeconds != nil
+	var after time.Duration
+	if reassign {
+		after = time.Duration(*rec.AfterSeconds) * time.Second
+	}
+
+	losses := map[int32]nodeLoss{}
+	var requeue time.Duration
+	type move struct{ from, to string }
+	moves := map[int32]move{}
+	taken := map[string]bool{}
+	existing := map[int32]string{}
+	top := replicas
+	for _, m := range f.Status.Members {
+		taken[m.Node] = true
+		existing[m.Ordinal] = m.Node
+		top = max(top, m.Ordinal+1)
+	}
+	var candidates []*corev1.Node
+	for _, n := range nodeList {
+		if isNodeReady(n) {
+			candidates = append(candidates, n)
+		}
+	}
+	usage := fc.usage(f)
+
+	for _, m := range sortedMembers(membersByOrdinal(f.Status.Members)) {
+		if m.Ordinal >= replicas {
+			continue
+		}
+		since, lost := fc.lost.lostSince(m.Node, nodes[m.Node], now)
+		if !lost {
+			continue
+		}
+		loss := nodeLoss{Since: since}
+		deadline := since.Add(after)
+		switch {
+		case !reassign:
+			loss.Note = "memberRecovery Wait keeps it on that node until the node is back"
+		case int(m.Ordinal) < len(f.Spec.Placement.Nodes):
+			loss.Note = fmt.Sprintf("it is not reassigned: spec.placement.nodes[%d] names that node", m.Ordinal)
+		case now.Before(deadline):
+			loss.Note = fmt.Sprintf("memberRecovery Reassign moves it to another node at %s", formatTime(deadline))
+			if d := deadline.Sub(now); requeue == 0 || d < requeue {
+				requeue = d
+			}
+		default:
+			others := make(map[int32]string, len(existing))
+			for ord, node := range existing {
+				if ord != m.Ordinal {
+					others[ord] = node
+				}
+			}
+			req := requirementOf(f)
+			req.Replicas = top
+			assigned, _ := placement.Assign(candidates, req, others, usage)
+			to, ok := assigned[m.Ordinal]
+			if !ok || taken[to] || to == m.Node {
+				loss.Note = "memberRecovery Reassign cannot move it yet: no other eligible Ready node is free of this Flock's members"
+				break
+			}
+			moves[m.Ordinal] = move{from: m.Node, to: to}
+			taken[to] = true
+			existing[m.Ordinal] = to
+			usage[to]++
+			continue
+		}
+		losses[m.Ordinal] = loss
+	}
+	if len(moves) == 0 {
+		return f, losses, requeue, nil
+	}
+
+	notes := map[int32]string{}
+	for ord, mv := range moves {
+		since, _ := fc.lost.lostSince(mv.from, nodes[mv.from], now)
+		state := "NotReady"
+		if nodes[mv.from] == nil {
+			state = "gone"
+		}
+		notes[ord] = fmt.Sprintf("%s%s (%s since %s) to node %s at %s; its data directory there started empty",
+			reassignNotePrefix, mv.from, state, formatTime(since), mv.to, formatTime(now))
+	}
+	var moved []int32
+	updated, err := fc.status.UpdateStatus(ctx, f, func(st *v1alpha1.FlockStatus) {
+		moved = moved[:0]
+		used := map[string]bool{}
+		for _, m := range st.Members {
+			used[m.Node] = true
+		}
+		for i := range st.Members {
+			m := &st.Members[i]
+			mv, ok := moves[m.Ordinal]
+			if !ok || m.Node != mv.from || used[mv.to] {
+				continue // changed meanwhile: the next sync decides again
+			}
+			used[mv.to] = true
+			m.Node = mv.to
+			m.Ready = false
+			m.Revision = ""
+			m.Message = notes[m.Ordinal]
+			moved = append(moved, m.Ordinal)
+		}
+	})
+	if err != nil {
+		fc.event(f, corev1.EventTypeWarning, "FailedReassign", "recording the new nodes of members on lost nodes failed: %v", err)
+		return nil, nil, 0, fmt.Errorf("recording reassigned members: %w", err)
+	}
+	for _, ord := range moved {
+		mv := moves[ord]
+		logger.Info("Reassigned member to another node", "ordinal", ord, "from", mv.from, "to", mv.to)
+		fc.event(f, corev1.EventTypeWarning, "MemberReassigned",
+			"member %d (pod %s) moved from node %s to node %s (memberRecovery Reassign after %ds); it starts there with an empty data directory",
+			ord, PodName(f.Name, ord), mv.from, mv.to, *rec.AfterSeconds)
+	}
+	return updated, losses, requeue, nil
+}
+
+func membersByOrdinal(ms []v1alpha1.FlockMember) map[int32]v1alpha1.FlockMember {
+	out := make(map[int32]v1alpha1.FlockMember, len(ms))
+	for _, m := range ms {
+		out[m.Ordinal] = m
+	}
+	return out
+}
+
+// reassignNote returns the reassignment note in a member's status message,
+// or "".
+func reassignNote(message string) string {
+	if i := strings.Index(message, reassignNotePrefix); i >= 0 {
+		return message[i:]
+	}
+	return ""
+}
+
+// formatTime formats a time for status messages and events.
+func formatTime(t time.Time) string {
+	return t.UTC().Format(time.RFC3339)
+}
