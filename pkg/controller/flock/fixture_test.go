@@ -65,6 +65,9 @@ type fakeMemberControl struct {
 	failures       map[string]*injector
 	calls          map[string]int
 	nextUID        int
+	// ops logs the successful pod writes: "create <pod> <revision>",
+	// "delete <pod>", "force-delete <pod>".
+	ops []string
 }
 
 func newFakeMemberControl(pods, services cache.Indexer, clk *testingclock.FakeClock) *fakeMemberControl {
@@ -128,6 +131,7 @@ func (c *fakeMemberControl) CreatePod(_ context.Context, pod *corev1.Pod) error 
 	pod.ResourceVersion = "1"
 	pod.CreationTimestamp = metav1.NewTime(c.clock.Now())
 	pod.Status.Phase = corev1.PodPending
+	c.ops = append(c.ops, "create "+pod.Name+" "+podRevision(pod))
 	return c.pods.Add(pod)
 }
 
@@ -156,6 +160,9 @@ func (c *fakeMemberControl) DeletePod(_ context.Context, pod *corev1.Pod) error 
 	if old.UID != pod.UID {
 		return apierrors.NewConflict(podResource, pod.Name, fmt.Errorf("precondition failed: uid %s", pod.UID))
 	}
+	if old.DeletionTimestamp == nil {
+		c.ops = append(c.ops, "delete "+pod.Name)
+	}
 	if !c.graceful {
 		return c.pods.Delete(old)
 	}
@@ -179,6 +186,7 @@ func (c *fakeMemberControl) ForceDeletePod(_ context.Context, pod *corev1.Pod) e
 	if old.UID != pod.UID {
 		return apierrors.NewConflict(podResource, pod.Name, fmt.Errorf("precondition failed: uid %s", pod.UID))
 	}
+	c.ops = append(c.ops, "force-delete "+pod.Name)
 	return c.pods.Delete(old)
 }
 
@@ -610,6 +618,28 @@ func (f *fixture) deleteFlock(name string, finalizers ...string) {
 	f.reapFlocks()
 	f.refreshFlocks()
 	f.check()
+}
+
+// syncResult runs one sync through the FlockControl, as the loop does, and
+// returns its Result.
+func (f *fixture) syncResult(name string) Result {
+	f.t.Helper()
+	fl, err := f.controller.flockLister.Flocks(testNamespace).Get(name)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	pods, err := f.controller.candidatePods(fl)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	res, err := f.controller.control.Sync(f.ctx, fl, pods, f.clock.Now())
+	if err != nil {
+		f.t.Fatalf("sync %s: %v", name, err)
+	}
+	f.reapFlocks()
+	f.refreshFlocks()
+	f.check()
+	return res
 }
 
 // mustSync is sync that fails the test on an error.
