@@ -124,18 +124,20 @@ func isNodeReady(node *corev1.Node) bool {
 
 // memberBlockage says why member m, whose pod is pod (nil: none), cannot
 // run on its node (nil: the node object is gone), or returns nil. A member
-// whose pod is Ready is never blocked: a cordon or a taint does not stop a
-// running pod. tolerations are the template's.
+// on a gone or NotReady node is blocked even if its pod still reports Ready
+// (nothing on such a node can update it). Otherwise a member whose pod is
+// Ready is never blocked: a cordon or a taint does not stop a running pod.
+// tolerations are the template's.
 func memberBlockage(m v1alpha1.FlockMember, pod *corev1.Pod, node *corev1.Node, tolerations []corev1.Toleration) *blockage {
-	if pod != nil && isRunningAndReady(pod) {
-		return nil
-	}
 	waits := fmt.Sprintf("member %d waits for node %s", m.Ordinal, m.Node)
 	if node == nil {
 		return &blockage{ReasonNodeGone, waits + ", which is gone"}
 	}
 	if !isNodeReady(node) {
 		return &blockage{ReasonNodeNotReady, waits + ", which is NotReady"}
+	}
+	if pod != nil && isRunningAndReady(pod) {
+		return nil
 	}
 	scheduled := pod != nil && pod.Spec.NodeName != ""
 	if !scheduled {
