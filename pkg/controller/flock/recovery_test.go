@@ -36,7 +36,7 @@ func TestWaitKeepsMemberOnLostNode(t *testing.T) {
 	before := f.memberNodes("pg")
 	lostAt := f.clock.Now()
 	f.deleteNode("n-b")
-	f.mustSync("pg") // the node's delete event
+	f.mustSync("pg")    // the node's delete event
 	f.deletePod("pg-1") // as the pod garbage collector does for a gone node
 	for range 5 {
 		f.clock.Step(time.Hour)
