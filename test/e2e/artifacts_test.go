@@ -1,0 +1,529 @@
+package e2e
+
+// Deploy artifacts (issue 7): every kustomize overlay renders with both
+// kubectls to the objects it promises, passes `kubectl apply --dry-run=server
+// -k` against the local control plane, and hack/gen-serving-cert.sh makes a
+// serving certificate that flock-apiserver can serve and the APIService
+// trusts.
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"flock.dev/flock/test/cluster"
+)
+
+// rendered is the output of `kubectl kustomize`, indexed by "Kind/namespace/name".
+type rendered map[string]*unstructured.Unstructured
+
+func renderKustomize(t *testing.T, k cluster.Kubectl, dir string) rendered {
+	t.Helper()
+	out := kubectl(t, k, "kustomize", dir)
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+	objs := rendered{}
+	for {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			t.Fatalf("decode the rendering of %s: %v", dir, err)
+		}
+		if len(m) == 0 {
+			continue
+		}
+		u := &unstructured.Unstructured{Object: m}
+		key := u.GetKind() + "/" + u.GetNamespace() + "/" + u.GetName()
+		if objs[key] != nil {
+			t.Errorf("%s renders %s twice", dir, key)
+		}
+		objs[key] = u
+	}
+	return objs
+}
+
+// into converts the rendered object key into a typed object; it fails the
+// test when the object is missing.
+func (r rendered) into(t *testing.T, key string, obj any) {
+	t.Helper()
+	u := r[key]
+	if u == nil {
+		t.Fatalf("rendering lacks %s; it has %v", key, r.keys())
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(u.Object, obj, true); err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+}
+
+func (r rendered) keys() []string {
+	var keys []string
+	for k := range r {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+const (
+	deploymentKey = "Deployment/flock-system/flock-apiserver"
+	serviceKey    = "Service/flock-system/flock-apiserver"
+	apiServiceKey = "APIService//v1alpha1.flock.dev"
+	pvcKey        = "PersistentVolumeClaim/flock-system/flock-apiserver-etcd"
+)
+
+// The objects every overlay registers: namespace, ServiceAccount, least-
+// privilege RBAC, Service and APIService.
+func checkRegistration(t *testing.T, r rendered) {
+	t.Helper()
+	for _, key := range []string{
+		"Namespace//flock-system",
+		"ServiceAccount/flock-system/flock-apiserver",
+		"ClusterRoleBinding//flock.dev:auth-delegator",
+		"RoleBinding/kube-system/flock.dev:extension-apiserver-authentication-reader",
+		"Role/flock-system/flock.dev:leader-election",
+		serviceKey, apiServiceKey,
+	} {
+		if r[key] == nil {
+			t.Errorf("rendering lacks %s", key)
+		}
+	}
+	var delegator rbacv1.ClusterRoleBinding
+	r.into(t, "ClusterRoleBinding//flock.dev:auth-delegator", &delegator)
+	if delegator.RoleRef.Name != "system:auth-delegator" || len(delegator.Subjects) != 1 || delegator.Subjects[0].Name != "flock-apiserver" {
+		t.Errorf("auth-delegator binding = %+v", delegator)
+	}
+	var reader rbacv1.RoleBinding
+	r.into(t, "RoleBinding/kube-system/flock.dev:extension-apiserver-authentication-reader", &reader)
+	if reader.RoleRef.Name != "extension-apiserver-authentication-reader" {
+		t.Errorf("authentication reader binding = %+v", reader.RoleRef)
+	}
+	// The controller's rules: nothing beyond what it needs.
+	var ctrl rbacv1.ClusterRole
+	r.into(t, "ClusterRole//flock.dev:controller", &ctrl)
+	for _, rule := range ctrl.Rules {
+		if slices.Contains(rule.Verbs, "*") || slices.Contains(rule.Resources, "*") || slices.Contains(rule.Resources, "secrets") {
+			t.Errorf("controller ClusterRole rule too broad: %+v", rule)
+		}
+	}
+	if skip, _, _ := unstructured.NestedBool(r[apiServiceKey].Object, "spec", "insecureSkipTLSVerify"); skip {
+		t.Error("the APIService sets insecureSkipTLSVerify")
+	}
+	group, _, _ := unstructured.NestedString(r[apiServiceKey].Object, "spec", "group")
+	svcName, _, _ := unstructured.NestedString(r[apiServiceKey].Object, "spec", "service", "name")
+	if group != "flock.dev" || svcName != "flock-apiserver" {
+		t.Errorf("APIService group %q service %q", group, svcName)
+	}
+}
+
+// The hardening every flock-apiserver pod has.
+func checkHardenedPod(t *testing.T, spec corev1.PodSpec) {
+	t.Helper()
+	psc := spec.SecurityContext
+	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 ||
+		psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("pod securityContext = %+v", psc)
+	}
+	if spec.ServiceAccountName != "flock-apiserver" || spec.HostNetwork {
+		t.Errorf("serviceAccountName %q hostNetwork %v", spec.ServiceAccountName, spec.HostNetwork)
+	}
+	if len(spec.Containers) != 1 {
+		t.Fatalf("%d containers", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+		sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+		sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) != 0 ||
+		(sc.Privileged != nil && *sc.Privileged) {
+		t.Errorf("container securityContext = %+v", sc)
+	}
+	for name, probe := range map[string]*corev1.Probe{"/livez": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
+		if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != name || probe.HTTPGet.Scheme != corev1.URISchemeHTTPS || probe.HTTPGet.Port.String() != "https" {
+			t.Errorf("probe %s = %+v", name, probe)
+		}
+	}
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+		t.Errorf("resource requests = %v", c.Resources.Requests)
+	}
+	if len(c.Ports) != 1 || c.Ports[0].Name != "https" {
+		t.Errorf("ports = %+v", c.Ports)
+	}
+	port := fmt.Sprintf("--secure-port=%d", c.Ports[0].ContainerPort)
+	if !slices.Contains(c.Args, port) {
+		t.Errorf("args %v lack %s", c.Args, port)
+	}
+	// The serving certificate comes from the Secret.
+	vols := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		vols[v.Name] = v
+	}
+	mounts := map[string]string{}
+	for _, m := range c.VolumeMounts {
+		if _, ok := vols[m.Name]; !ok {
+			t.Errorf("mount %s has no volume", m.Name)
+		}
+		mounts[m.Name] = m.MountPath
+	}
+	if v := vols["serving-cert"]; v.Secret == nil || v.Secret.SecretName != "flock-apiserver-serving-cert" {
+		t.Errorf("serving-cert volume = %+v", v)
+	}
+	if !slices.Contains(c.Args, "--tls-cert-file="+mounts["serving-cert"]+"/tls.crt") || !slices.Contains(c.Args, "--tls-private-key-file="+mounts["serving-cert"]+"/tls.key") {
+		t.Errorf("args %v do not serve the mounted certificate (%s)", c.Args, mounts["serving-cert"])
+	}
+}
+
+// Each overlay (and the base) renders with both kubectls to what it promises.
+func TestKustomizeRenders(t *testing.T) {
+	forEachKubectl(t, func(t *testing.T, k cluster.Kubectl) {
+		root := env.RepoRoot()
+
+		t.Run("base", func(t *testing.T) {
+			r := renderKustomize(t, k, filepath.Join(root, "artifacts/deploy/base"))
+			checkRegistration(t, r)
+			var d appsv1.Deployment
+			r.into(t, deploymentKey, &d)
+			checkHardenedPod(t, d.Spec.Template.Spec)
+			// One replica with the embedded etcd on a claim, never two.
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+				t.Errorf("replicas %v strategy %s, want 1 and Recreate", d.Spec.Replicas, d.Spec.Strategy.Type)
+			}
+			var pvc corev1.PersistentVolumeClaim
+			r.into(t, pvcKey, &pvc)
+			c := d.Spec.Template.Spec.Containers[0]
+			dataMount := ""
+			for _, m := range c.VolumeMounts {
+				for _, v := range d.Spec.Template.Spec.Volumes {
+					if v.Name == m.Name && v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == pvc.Name {
+						dataMount = m.MountPath
+					}
+				}
+			}
+			if dataMount == "" || !slices.ContainsFunc(c.Args, func(a string) bool {
+				return strings.HasPrefix(a, "--embedded-etcd-data-dir="+dataMount+"/")
+			}) {
+				t.Errorf("the embedded etcd data dir is not on the claim %s (mount %q, args %v)", pvc.Name, dataMount, c.Args)
+			}
+			var svc corev1.Service
+			r.into(t, serviceKey, &svc)
+			if svc.Spec.Selector["app.kubernetes.io/name"] != d.Spec.Template.Labels["app.kubernetes.io/name"] || svc.Spec.Ports[0].TargetPort.String() != "https" {
+				t.Errorf("Service selector %v targetPort %s does not reach the pods %v", svc.Spec.Selector, svc.Spec.Ports[0].TargetPort.String(), d.Spec.Template.Labels)
+			}
+		})
+
+		t.Run("dev", func(t *testing.T) {
+			r := renderKustomize(t, k, filepath.Join(root, "artifacts/deploy/overlays/dev"))
+			checkRegistration(t, r)
+			// flock-apiserver runs on the host: no Deployment, no claim.
+			for _, key := range []string{deploymentKey, pvcKey} {
+				if r[key] != nil {
+					t.Errorf("the dev overlay renders %s", key)
+				}
+			}
+			var svc corev1.Service
+			r.into(t, serviceKey, &svc)
+			if svc.Spec.Type != corev1.ServiceTypeExternalName || svc.Spec.ExternalName != "localhost" || len(svc.Spec.Selector) != 0 {
+				t.Errorf("dev Service = %+v, want ExternalName localhost without selector", svc.Spec)
+			}
+		})
+
+		t.Run("production", func(t *testing.T) {
+			r := renderKustomize(t, k, filepath.Join(root, "artifacts/deploy/overlays/production"))
+			checkRegistration(t, r)
+			var d appsv1.Deployment
+			r.into(t, deploymentKey, &d)
+			spec := d.Spec.Template.Spec
+			checkHardenedPod(t, spec)
+			if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+				t.Errorf("replicas = %v, want 2", d.Spec.Replicas)
+			}
+			if r[pvcKey] != nil {
+				t.Error("production renders the embedded etcd's claim")
+			}
+			// External etcd, endpoints from a Secret; no embedded member.
+			c := spec.Containers[0]
+			var endpoints *corev1.EnvVar
+			for i := range c.Env {
+				if c.Env[i].Name == "ETCD_SERVERS" {
+					endpoints = &c.Env[i]
+				}
+			}
+			if endpoints == nil || endpoints.ValueFrom == nil || endpoints.ValueFrom.SecretKeyRef == nil || endpoints.ValueFrom.SecretKeyRef.Name != "flock-etcd" {
+				t.Errorf("ETCD_SERVERS = %+v, want it from Secret flock-etcd", endpoints)
+			}
+			if !slices.Contains(c.Args, "--etcd-servers=$(ETCD_SERVERS)") || slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--embedded-etcd") }) {
+				t.Errorf("args = %v, want --etcd-servers from the Secret and no embedded etcd", c.Args)
+			}
+			for _, v := range spec.Volumes {
+				if v.PersistentVolumeClaim != nil {
+					t.Errorf("production mounts a claim: %+v", v)
+				}
+			}
+			// Anti-affinity: never two replicas on one node.
+			aa := spec.Affinity
+			if aa == nil || aa.PodAntiAffinity == nil || len(aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 ||
+				aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey != "kubernetes.io/hostname" ||
+				aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].LabelSelector.MatchLabels["app.kubernetes.io/name"] != "flock-apiserver" {
+				t.Errorf("affinity = %+v", aa)
+			}
+			// A PriorityClass that exists in the rendering.
+			var pc schedulingv1.PriorityClass
+			r.into(t, "PriorityClass//"+spec.PriorityClassName, &pc)
+			if pc.Value < 1000000 || pc.GlobalDefault {
+				t.Errorf("PriorityClass %s = value %d globalDefault %v", pc.Name, pc.Value, pc.GlobalDefault)
+			}
+			// A PodDisruptionBudget selecting the pods that keeps one.
+			var pdb policyv1.PodDisruptionBudget
+			r.into(t, "PodDisruptionBudget/flock-system/flock-apiserver", &pdb)
+			sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+			if err != nil || !sel.Matches(labels.Set(d.Spec.Template.Labels)) || pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 {
+				t.Errorf("PodDisruptionBudget = %+v (selector err %v)", pdb.Spec, err)
+			}
+		})
+	})
+}
+
+// Every overlay passes `kubectl apply --dry-run=server -k`, and the dry runs
+// create nothing:
+//   - dev against the shared local control plane, where it is already
+//     applied (re-applying it is valid);
+//   - every overlay, and production with its generated certificate, against a
+//     bare control plane without Flock, as on a first install. (production
+//     cannot be dry-run over the dev registration: turning the live
+//     ExternalName Service into a ClusterIP one is a delete and create.)
+func TestKustomizeDryRunServer(t *testing.T) {
+	root := env.RepoRoot()
+	certDir := filepath.Join(t.TempDir(), "deploy")
+	if out, err := runTool(t, time.Minute, root, nil, filepath.Join(root, "hack", "gen-serving-cert.sh"), "--overlay", "production", "--out", certDir); err != nil {
+		t.Fatalf("gen-serving-cert.sh: %v\n%s", err, out)
+	}
+
+	t.Run("dev on the local control plane", func(t *testing.T) {
+		forEachKubectl(t, func(t *testing.T, k cluster.Kubectl) {
+			dryRunKustomize(t, env, k, filepath.Join(root, "artifacts/deploy/overlays/dev"))
+		})
+		if ok, err := env.APIServiceAvailable(ctxFor(t)); !ok {
+			t.Errorf("APIService not Available after the dry runs: %v", err)
+		}
+	})
+
+	t.Run("every overlay on a bare control plane", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), upTimeout)
+		bare, err := cluster.Up(ctx, cluster.Options{
+			BinDir: env.BinDir(), WorkDir: filepath.Join(t.TempDir(), "bare"), RepoRoot: root,
+			Nodes: -1, WithoutFlock: true,
+		})
+		cancel()
+		if err != nil {
+			t.Fatalf("a bare control plane: %v", err)
+		}
+		defer func() {
+			if err := bare.Down(); err != nil {
+				t.Errorf("stopping the bare control plane: %v", err)
+			}
+		}()
+		// A dry-run Namespace does not exist for the objects in it: create
+		// the namespace for real, as `kubectl create namespace` would.
+		if _, err := bare.Kube.CoreV1().Namespaces().Create(ctxFor(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cluster.FlockNamespace}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		dirs := []string{filepath.Join(root, "artifacts/deploy/overlays/dev"), filepath.Join(root, "artifacts/deploy/overlays/production"), certDir}
+		for _, k := range []cluster.Kubectl{bare.KubectlBuilt(), mustSystemKubectl(t, bare)} {
+			for _, dir := range dirs {
+				out := dryRunKustomize(t, bare, k, dir)
+				if strings.Contains(dir, "production") || dir == certDir {
+					for _, want := range []string{
+						"deployment.apps/flock-apiserver created (server dry run)",
+						"poddisruptionbudget.policy/flock-apiserver created (server dry run)",
+						"priorityclass.scheduling.k8s.io/flock-apiserver-critical created (server dry run)",
+						"apiservice.apiregistration.k8s.io/v1alpha1.flock.dev created (server dry run)",
+					} {
+						if !strings.Contains(out, want) {
+							t.Errorf("%s (%s): dry run lacks %q:\n%s", dir, k.Name, want, out)
+						}
+					}
+				}
+				if dir == certDir && !strings.Contains(out, "secret/flock-apiserver-serving-cert created (server dry run)") {
+					t.Errorf("%s (%s): dry run lacks the serving certificate Secret:\n%s", dir, k.Name, out)
+				}
+			}
+		}
+		// Nothing was created.
+		if _, err := bare.Kube.AppsV1().Deployments(cluster.FlockNamespace).Get(ctxFor(t), "flock-apiserver", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the dry runs created Deployment flock-apiserver (get: %v)", err)
+		}
+		if _, err := bare.Kube.SchedulingV1().PriorityClasses().Get(ctxFor(t), "flock-apiserver-critical", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the dry runs created PriorityClass flock-apiserver-critical (get: %v)", err)
+		}
+		if _, err := bare.Kube.CoreV1().Services(cluster.FlockNamespace).Get(ctxFor(t), "flock-apiserver", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the dry runs created Service flock-apiserver (get: %v)", err)
+		}
+	})
+}
+
+// dryRunKustomize runs `kubectl apply --dry-run=server -k dir` on c and checks
+// that every rendered object was accepted; it returns what kubectl printed.
+func dryRunKustomize(t *testing.T, c *cluster.Cluster, k cluster.Kubectl, dir string) string {
+	t.Helper()
+	r := renderKustomize(t, k, dir)
+	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	defer cancel()
+	res, err := c.Kubectl(ctx, k, "apply", "--dry-run=server", "-k", dir)
+	if err != nil {
+		t.Fatalf("%s: %v", dir, err)
+	}
+	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
+	if len(lines) != len(r) {
+		t.Errorf("%s (%s): %d objects rendered, %d applied:\n%s", dir, k.Name, len(r), len(lines), res.Stdout)
+	}
+	for _, l := range lines {
+		if !regexp.MustCompile(`^\S+ (created|configured|unchanged) \(server dry run\)$`).MatchString(l) {
+			t.Errorf("%s (%s): unexpected line %q", dir, k.Name, l)
+		}
+	}
+	return res.Stdout
+}
+
+func mustSystemKubectl(t *testing.T, c *cluster.Cluster) cluster.Kubectl {
+	t.Helper()
+	k, err := c.KubectlSystem()
+	if err != nil {
+		t.Fatalf("the version-skew check needs a second kubectl: %v", err)
+	}
+	return k
+}
+
+// hack/gen-serving-cert.sh: a CA and a serving certificate for
+// flock-apiserver.flock-system.svc, in a Secret and the APIService caBundle;
+// flock-apiserver serves it and a client trusting the caBundle accepts it.
+// Re-running renews the certificate and keeps the CA.
+func TestGenServingCert(t *testing.T) {
+	script := filepath.Join(env.RepoRoot(), "hack", "gen-serving-cert.sh")
+	out := filepath.Join(t.TempDir(), "deploy")
+	if o, err := runTool(t, time.Minute, t.TempDir(), nil, script, "--overlay", "production", "--out", out); err != nil {
+		t.Fatalf("gen-serving-cert.sh: %v\n%s", err, o)
+	}
+	read := func(name string) []byte {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	caPEM, certPEM, keyPEM := read("ca.crt"), read("tls.crt"), read("tls.key")
+	if st, err := os.Stat(filepath.Join(out, "ca.key")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("ca.key: %v mode %v, want 0600", err, st.Mode().Perm())
+	}
+	const fqdn = "flock-apiserver.flock-system.svc"
+	leaf := verifyServing(t, caPEM, certPEM, keyPEM, fqdn)
+
+	// The rendering carries them.
+	r := renderKustomize(t, env.KubectlBuilt(), out)
+	bundle, _, _ := unstructured.NestedString(r[apiServiceKey].Object, "spec", "caBundle")
+	if got, _ := base64.StdEncoding.DecodeString(bundle); string(got) != string(caPEM) {
+		t.Errorf("APIService caBundle is not ca.crt")
+	}
+	var secret corev1.Secret
+	r.into(t, "Secret/flock-system/flock-apiserver-serving-cert", &secret)
+	if secret.Type != corev1.SecretTypeTLS || string(secret.Data["tls.crt"]) != string(certPEM) || string(secret.Data["tls.key"]) != string(keyPEM) {
+		t.Errorf("Secret type %s, tls.crt/tls.key differ from the files", secret.Type)
+	}
+	if r[deploymentKey] == nil {
+		t.Errorf("the generated kustomization lacks the overlay's Deployment")
+	}
+
+	// flock-apiserver serves it, for its Service name (SNI; the default
+	// certificate stays the harness's, which has the 127.0.0.1 SAN the
+	// harness's readiness check needs).
+	s, err := env.StartExtraFlockAPIServer(ctxFor(t), "flock-apiserver-gencert", []string{
+		"--tls-sni-cert-key=" + filepath.Join(out, "tls.crt") + "," + filepath.Join(out, "tls.key") + ":" + fqdn, "--controllers=-flock",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Stop(cluster.DefaultStopGrace)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", fmt.Sprintf("127.0.0.1:%d", s.Port),
+		&tls.Config{RootCAs: pool, ServerName: fqdn, MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatalf("TLS to flock-apiserver with the generated certificate, trusting the caBundle: %v", err)
+	}
+	served := conn.ConnectionState().PeerCertificates[0]
+	conn.Close()
+	if !served.Equal(leaf) {
+		t.Error("flock-apiserver serves another certificate")
+	}
+
+	// Again: a new serving certificate from the same CA.
+	if o, err := runTool(t, time.Minute, t.TempDir(), nil, script, "--overlay", "production", "--out", out); err != nil || !strings.Contains(o, "reusing the CA") {
+		t.Fatalf("second run: %v\n%s", err, o)
+	}
+	if string(read("ca.crt")) != string(caPEM) {
+		t.Error("the second run replaced the CA")
+	}
+	if string(read("tls.crt")) == string(certPEM) {
+		t.Error("the second run did not renew the serving certificate")
+	}
+	verifyServing(t, caPEM, read("tls.crt"), read("tls.key"), fqdn)
+
+	// A wrong argument is refused with the usage.
+	o, err := runTool(t, time.Minute, t.TempDir(), nil, script, "--no-such-flag")
+	if err == nil || !strings.Contains(o, "unknown argument: --no-such-flag") || !strings.Contains(o, "--overlay") {
+		t.Errorf("unknown flag: %v\n%s", err, o)
+	}
+}
+
+// verifyServing checks that certPEM (with keyPEM) is a server certificate for
+// dnsName signed by caPEM, and returns it.
+func verifyServing(t *testing.T, caPEM, certPEM, keyPEM []byte, dnsName string) *x509.Certificate {
+	t.Helper()
+	if _, err := tls.X509KeyPair(certPEM, keyPEM); err != nil {
+		t.Fatalf("tls.crt and tls.key do not match: %v", err)
+	}
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		t.Fatal("tls.crt is not PEM")
+	}
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatal("ca.crt is not a PEM certificate")
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: dnsName, Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		t.Errorf("tls.crt does not verify for %s against ca.crt: %v", dnsName, err)
+	}
+	if leaf.IsCA {
+		t.Error("the serving certificate is a CA")
+	}
+	return leaf
+}
