@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -118,11 +119,12 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 	if err != nil {
 		return out, err
 	}
+	// A helper is known by its label and name, not by its ownerReference
+	// (which anyone may have removed): whoever made it, it works on this
+	// Flock's data directory.
 	helpers := map[string]*corev1.Pod{}
 	for _, h := range all {
-		if ownedBy(h, f) {
-			helpers[h.Name] = h
-		}
+		helpers[h.Name] = h
 	}
 
 	// While the Flock is deleted, its member pods go first.
@@ -169,7 +171,19 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 			fc.event(f, corev1.EventTypeWarning, "DataCleanupSkipped",
 				"node %s of member %d is gone: its data directory %s there is not removed", m.Node, ord, path)
 		case h == nil:
-			err := fc.members.CreatePod(ctx, NewCleanupPod(f, m, fc.opts.CleanupImage, fc.opts.DataRoot))
+			// Any pod still using the directory there (a member pod
+			// orphaned or released, say) is waited for.
+			users, err := fc.podsUsingData(f, m.Node, path)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if len(users) > 0 {
+				out.messages[ord] = fmt.Sprintf("data directory %s on node %s is removed once pod %s, which uses it, is gone",
+					path, m.Node, strings.Join(users, ", "))
+				continue
+			}
+			err = fc.members.CreatePod(ctx, NewCleanupPod(f, m, fc.opts.CleanupImage, fc.opts.DataRoot))
 			switch {
 			case err == nil:
 				fc.event(f, corev1.EventTypeNormal, "DataCleanupStarted",
@@ -239,6 +253,27 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 	return out, utilerrors.NewAggregate(errs)
 }
 
+// podsUsingData returns the names of the pods in f's namespace, cleanup
+// helpers aside, that are on or pinned to node, mount the host directory
+// path and have not terminated.
+func (fc *defaultFlockControl) podsUsingData(f *v1alpha1.Flock, node, path string) ([]string, error) {
+	pods, err := fc.members.ListPods(f.Namespace, labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	var users []string
+	for _, pod := range pods {
+		if _, helper := pod.Labels[LabelCleanupOf]; helper || isTerminal(pod) || PinnedNode(pod) != node {
+			continue
+		}
+		if slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.HostPath != nil && v.HostPath.Path == path }) {
+			users = append(users, pod.Name)
+		}
+	}
+	slices.Sort(users)
+	return users, nil
+}
+
 // deleteHelper deletes a cleanup helper pod.
 func (fc *defaultFlockControl) deleteHelper(ctx context.Context, f *v1alpha1.Flock, h *corev1.Pod, force bool) error {
 	del := fc.members.DeletePod
@@ -250,17 +285,6 @@ func (fc *defaultFlockControl) deleteHelper(ctx context.Context, f *v1alpha1.Flo
 	}
 	klog.FromContext(ctx).V(2).Info("Deleted cleanup pod", "pod", klog.KObj(h), "flock", klog.KObj(f), "force", force)
 	return nil
-}
-
-// ownedBy reports whether obj has an ownerReference (controller or not) to
-// the Flock f.
-func ownedBy(obj metav1.Object, f *v1alpha1.Flock) bool {
-	for _, ref := range obj.GetOwnerReferences() {
-		if ref.UID == f.UID {
-			return true
-		}
-	}
-	return false
 }
 
 // helperFinishedAt returns when a terminated helper's container finished,

@@ -549,7 +549,32 @@ func (fc *defaultFlockControl) syncMembers(ctx context.Context, f *v1alpha1.Floc
 	replicas := replicasOf(f)
 	monotonic := f.Spec.PodManagementPolicy != v1alpha1.ParallelPodManagement
 	var errs []error
+
+	// A pod pinned to another node than its member's (the member was
+	// reassigned off a lost node) is not the member any more: it goes at
+	// once, whatever the order, so it cannot keep serving the member's name
+	// if its node comes back.
+	for _, ord := range sortedOrdinals(pods) {
+		pod := pods[ord]
+		m, ok := members[ord]
+		node := PinnedNode(pod)
+		if !ok || node == "" || node == m.Node || (isTerminating(pod) && !mustForceDelete(pod, m.Node, nodes)) {
+			continue
+		}
+		changed[ord] = true
+		why := fmt.Sprintf("member %d was reassigned from node %s to node %s", ord, node, m.Node)
+		if err := fc.deletePod(ctx, f, pod, why, mustForceDelete(pod, m.Node, nodes)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
 	for ord := range replicas {
+		if changed[ord] {
+			if monotonic {
+				return utilerrors.NewAggregate(errs)
+			}
+			continue
+		}
 		wait, err := fc.syncMember(ctx, f, members, pods[ord], ord, nodes, plan, changed, now)
 		if err != nil {
 			errs = append(errs, err)

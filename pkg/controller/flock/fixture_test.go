@@ -390,8 +390,12 @@ type fixture struct {
 	recorder    *record.FakeRecorder
 	controller  *Controller
 	// assigned remembers, per Flock UID, the node each recorded member had
-	// at the last check: a recorded assignment may never change.
+	// at the last check: a recorded assignment may never change (but by
+	// Reassign).
 	assigned map[types.UID]map[int32]string
+	// former remembers, per Flock UID and ordinal, the nodes a member was
+	// reassigned away from.
+	former map[types.UID]map[int32]map[string]bool
 }
 
 func newFixture(t *testing.T, nodeNames ...string) *fixture {
@@ -428,6 +432,7 @@ func newFixtureWithLogVerbosity(t *testing.T, verbosity int, nodeNames ...string
 		revisions: revisionInformer.Informer().GetIndexer(),
 		recorder:  record.NewFakeRecorder(10000),
 		assigned:  map[types.UID]map[int32]string{},
+		former:    map[types.UID]map[int32]map[string]bool{},
 	}
 	f.members = newFakeMemberControl(f.pods, f.services, clk)
 	f.history = &fakeRevisionControl{revisions: f.revisions, failures: map[string]*injector{}}
@@ -882,6 +887,13 @@ func (f *fixture) check() {
 					f.t.Fatalf("flock %s: member %d moved from node %s (lost %v) to %s (lost %v), policy %s",
 						fl.Name, ord, old, f.nodeLost(old), m.Node, f.nodeLost(m.Node), fl.Spec.MemberRecovery.Policy)
 				}
+				if f.former[fl.UID] == nil {
+					f.former[fl.UID] = map[int32]map[string]bool{}
+				}
+				if f.former[fl.UID][ord] == nil {
+					f.former[fl.UID][ord] = map[string]bool{}
+				}
+				f.former[fl.UID][ord][old] = true
 			}
 			next[ord] = m.Node
 		}
@@ -907,9 +919,10 @@ func (f *fixture) check() {
 				f.t.Fatalf("flock %s: pod %s has no member in status (members %+v)", fl.Name, p.Name, fl.Status.Members)
 			}
 			// (PinnedNode is spec.nodeName once bound.) The one exception:
-			// the pod a reassigned member left on its lost node, until it
-			// is deleted.
-			if node := PinnedNode(p); node != m.Node && !(reassign && f.nodeLost(node)) {
+			// the pod a reassigned member left on a former node, until it is
+			// deleted (which the sync that moves the member does, unless the
+			// delete fails).
+			if node := PinnedNode(p); node != m.Node && !f.former[fl.UID][ord][node] {
 				f.t.Fatalf("flock %s: pod %s is pinned to %q, member %d is recorded on %s", fl.Name, p.Name, node, ord, m.Node)
 			}
 		}
@@ -925,8 +938,11 @@ func (f *fixture) check() {
 				f.t.Fatalf("flock %s: cleanup pod %s on %q mounts %+v", fl.Name, h.Name, h.Spec.NodeName, h.Spec.Volumes)
 			}
 			for _, p := range f.allPods() {
-				if _, ok := ParseOrdinal(fl.Name, p.Name); ok && isControlledBy(p, fl) && PinnedNode(p) == h.Spec.NodeName {
-					f.t.Fatalf("flock %s: cleanup pod %s runs on node %s beside member pod %s", fl.Name, h.Name, h.Spec.NodeName, p.Name)
+				if _, ok := ParseOrdinal(fl.Name, p.Name); ok && !isTerminal(p) && PinnedNode(p) == h.Spec.NodeName &&
+					slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool {
+						return v.HostPath != nil && v.HostPath.Path == h.Spec.Volumes[0].HostPath.Path
+					}) {
+					f.t.Fatalf("flock %s: cleanup pod %s runs on node %s beside pod %s, which uses the data directory", fl.Name, h.Name, h.Spec.NodeName, p.Name)
 				}
 			}
 		}

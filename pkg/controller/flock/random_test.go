@@ -5,26 +5,33 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clienttesting "k8s.io/client-go/testing"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
 
-// TestRandomOperations drives two Flocks through random sequences of scale
-// changes, pod deletions and failures, node outages, cordons, node
-// removals, orphaning, injected write errors and status conflicts, checking
-// the invariants after every step (fixture.check). Then it heals the world
-// and checks that every Flock converges: all members Ready, each on its own
-// node, the status saying so.
+// TestRandomOperations drives two Flocks, with random update strategies,
+// retention and recovery policies, through random sequences of scale
+// changes, template changes, pod deletions and failures, node outages,
+// cordons, node removals, orphaning, the passing of time, injected write
+// errors and status conflicts, checking the invariants after every step
+// (fixture.check: among them, a member moves only off a lost node under
+// Reassign, and no cleanup helper runs beside a member pod). Then it heals
+// the world and checks that every Flock converges: all members Ready at the
+// update revision (above the partition), each on its own node, no cleanup
+// left, the status saying so.
 func TestRandomOperations(t *testing.T) {
 	nodeNames := []string{"n-a", "n-b", "n-c", "n-d", "n-e"}
 	flockNames := []string{"pg", "kv"}
-	ops := []string{"CreatePod", "DeletePod", "UpdatePod", "PatchPod", "CreateService", "UpdateService", "PatchService"}
+	ops := []string{"CreatePod", "DeletePod", "ForceDeletePod", "UpdatePod", "PatchPod", "CreateService", "UpdateService", "PatchService"}
+	images := []string{"postgres:16", "postgres:17", "postgres:18"}
 	const steps = 300
 
 	for seed := uint64(1); seed <= 40; seed++ {
@@ -45,6 +52,20 @@ func TestRandomOperations(t *testing.T) {
 				if rng.IntN(2) == 0 {
 					fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
 				}
+				switch rng.IntN(3) {
+				case 0:
+					fl.Spec.UpdateStrategy = v1alpha1.FlockUpdateStrategy{Type: v1alpha1.OnDeleteFlockStrategyType}
+				case 1:
+					partition := int32(rng.IntN(2))
+					mu := intstr.FromInt32(int32(1 + rng.IntN(2)))
+					fl.Spec.UpdateStrategy.RollingUpdate = &v1alpha1.RollingUpdateFlockStrategy{Partition: &partition, MaxUnavailable: &mu}
+				}
+				if rng.IntN(2) == 0 {
+					fl.Spec.Storage.Retention.WhenScaled = v1alpha1.DeleteRetentionPolicy
+				}
+				if rng.IntN(2) == 0 {
+					withReassign(fl, int32(5+rng.IntN(20)))
+				}
 				f.createFlock(fl)
 			}
 			randomPod := func() *corev1.Pod {
@@ -58,7 +79,19 @@ func TestRandomOperations(t *testing.T) {
 			nodeExists := func(name string) bool { _, ok, _ := f.nodes.GetByKey(name); return ok }
 
 			for step := range steps {
-				switch op := rng.IntN(16); op {
+				switch op := rng.IntN(19); op {
+				case 16:
+					f.updateFlock(flockNames[rng.IntN(len(flockNames))], setImage(images[rng.IntN(len(images))]))
+				case 17:
+					f.clock.Step(time.Duration(rng.IntN(20)) * time.Second)
+				case 18:
+					// A cleanup helper fails.
+					for _, p := range f.allPods() {
+						if p.Labels[LabelCleanupOf] != "" && p.Status.Phase == corev1.PodRunning {
+							f.updatePod(p.Name, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })
+							break
+						}
+					}
 				case 0:
 					f.scale(flockNames[rng.IntN(len(flockNames))], int32(rng.IntN(len(nodeNames)+2)))
 				case 1:
@@ -126,14 +159,21 @@ func TestRandomOperations(t *testing.T) {
 				}
 			}
 			converged := false
-			for range 60 {
+			quiet := 0
+			for range 100 {
 				before := f.snapshot()
 				for _, name := range flockNames {
 					f.mustSync(name)
 				}
 				f.runPods()
 				f.finishTerminating()
-				if f.snapshot() == before {
+				// Failed helpers are retried after a delay: converged means
+				// nothing changes twice in a row, time passing in between.
+				f.clock.Step(cleanupRetryDelay)
+				if quiet = quiet + 1; f.snapshot() != before {
+					quiet = 0
+				}
+				if quiet == 2 {
 					converged = true
 					break
 				}
@@ -157,6 +197,17 @@ func TestRandomOperations(t *testing.T) {
 					nodes[p.Spec.NodeName] = true
 				}
 				st := fl.Status
+				for _, h := range f.helpers(name) {
+					t.Errorf("%s: cleanup pod %s left on %s, %s", name, h.Name, h.Spec.NodeName, h.Status.Phase)
+				}
+				if fl.Spec.UpdateStrategy.Type == v1alpha1.RollingUpdateFlockStrategyType {
+					for _, p := range f.allPods() {
+						ord, _ := ParseOrdinal(name, p.Name)
+						if isControlledBy(p, fl) && ord >= partitionOf(fl) && podRevision(p) != st.UpdateRevision {
+							t.Errorf("%s: pod %s at revision %s, want %s", name, p.Name, podRevision(p), st.UpdateRevision)
+						}
+					}
+				}
 				blocked := f.condition(name, v1alpha1.FlockMembersBlocked)
 				if owned != replicas || st.ReadyReplicas != replicas || int32(len(st.Members)) != replicas {
 					// Only a pod name held by a pod the Flock does not own
