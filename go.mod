@@ -3,6 +3,7 @@ module flock.dev/flock
 go 1.26.0
 
 require (
+	github.com/miekg/dns v1.1.72
 	github.com/spf13/cobra v1.10.2
 	go.etcd.io/etcd/server/v3 v3.7.0
 	k8s.io/api v0.37.2

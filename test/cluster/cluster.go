@@ -1,7 +1,8 @@
 // Package cluster runs a real local Kubernetes control plane on 127.0.0.1 with
 // flock-apiserver registered behind kube-apiserver's aggregation layer: etcd,
 // kube-apiserver, kube-controller-manager, kube-scheduler, kwok with fake
-// nodes, and flock-apiserver authenticated as its ServiceAccount. It is the one
+// nodes, CoreDNS serving the cluster domain from kube-apiserver, and
+// flock-apiserver authenticated as its ServiceAccount. It is the one
 // implementation behind `make local-up` and the e2e suite.
 //
 // Every process is started by the harness, tracked by PID, logs to
@@ -17,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +51,7 @@ var requiredBinaries = []string{"etcd", "kube-apiserver", "kube-controller-manag
 // Options configure a local control plane.
 type Options struct {
 	// BinDir holds etcd, kube-apiserver, kube-controller-manager,
-	// kube-scheduler, kubectl, kwok (`make tools`) and flock-apiserver
+	// kube-scheduler, kubectl, kwok, coredns (`make tools`) and flock-apiserver
 	// (`make build`). Required.
 	BinDir string
 	// WorkDir receives certificates, kubeconfigs, data and logs. The harness
@@ -77,6 +79,9 @@ type Options struct {
 	// WithoutFlock brings up the control plane without flock-apiserver and
 	// without applying the registration manifests.
 	WithoutFlock bool
+	// WithoutDNS brings it up without CoreDNS (then BinDir needs no coredns
+	// and DNSAddr is empty).
+	WithoutDNS bool
 	// SystemKubectl is a second kubectl (the system's, an older version).
 	// Default: the first `kubectl` on PATH that is not BinDir/kubectl.
 	SystemKubectl string
@@ -161,6 +166,9 @@ func (o *Options) complete() error {
 		o.ReadyTimeout = 90 * time.Second
 	}
 	bins := requiredBinaries
+	if !o.WithoutDNS {
+		bins = append(bins[:len(bins):len(bins)], "coredns")
+	}
 	if !o.WithoutFlock {
 		bins = append(bins[:len(bins):len(bins)], "flock-apiserver")
 	}
@@ -209,7 +217,7 @@ func modulePathIs(gomod []byte, path string) bool {
 }
 
 // stateDirs are the entries of WorkDir that Up owns and recreates.
-var stateDirs = []string{"pki", "logs", "etcd", "flock", "kwok", "home", "extra", "kubeconfig", "flock-apiserver.kubeconfig"}
+var stateDirs = []string{"pki", "logs", "etcd", "flock", "kwok", "coredns", "home", "extra", "kubeconfig", "flock-apiserver.kubeconfig"}
 
 // Up brings up a local control plane and, unless WithoutFlock, flock-apiserver
 // registered as v1alpha1.flock.dev. On error everything started is stopped.
@@ -241,7 +249,12 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	if err := os.MkdirAll(c.LogDir(), 0o755); err != nil {
 		return nil, err
 	}
-	if err := allocatePorts(c.Ports.named()); err != nil {
+	ports := c.Ports.named()
+	if opts.WithoutDNS {
+		c.Ports.DNS = 0
+		ports = slices.DeleteFunc(ports, func(np namedPort) bool { return np.port == &c.Ports.DNS })
+	}
+	if err := allocatePorts(ports); err != nil {
 		return nil, err
 	}
 	start := time.Now()
@@ -263,6 +276,11 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 	}
 	if err := c.createNodes(ctx); err != nil {
 		return nil, err
+	}
+	if !opts.WithoutDNS {
+		if err := c.startCoreDNS(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if !opts.WithoutFlock {
 		if err := c.startFlock(ctx); err != nil {

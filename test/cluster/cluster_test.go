@@ -316,11 +316,16 @@ func TestOptionsComplete(t *testing.T) {
 	if !errors.As(err, &missing) {
 		t.Fatalf("err = %v, want *MissingBinariesError", err)
 	}
-	want := "kube-controller-manager kube-scheduler kwok flock-apiserver"
+	want := "kube-controller-manager kube-scheduler kwok coredns flock-apiserver"
 	if got := strings.Join(missing.Missing, " "); got != want {
 		t.Errorf("missing = %v, want %s", missing.Missing, want)
 	}
 	if !strings.Contains(err.Error(), "make tools build") {
 		t.Errorf("message %q does not say how to fix it", err)
+	}
+	// Without DNS and flock-apiserver, neither binary is needed.
+	o = Options{BinDir: bin, WorkDir: t.TempDir(), RepoRoot: t.TempDir(), WithoutDNS: true, WithoutFlock: true}
+	if err := o.complete(); !errors.As(err, &missing) || strings.Join(missing.Missing, " ") != "kube-controller-manager kube-scheduler kwok" {
+		t.Errorf("WithoutDNS, WithoutFlock: err = %v, want only kube-controller-manager kube-scheduler kwok missing", err)
 	}
 }

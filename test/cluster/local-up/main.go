@@ -4,8 +4,9 @@
 // process it started and exits 0.
 //
 // Environment: NODES (kwok nodes, default 3), KUBE_APISERVER_PORT (default
-// 6443), FLOCK_APISERVER_PORT (default 9443; 0 picks free ports), FLOCK_ARGS
-// (extra flock-apiserver flags, space separated).
+// 6443), FLOCK_APISERVER_PORT (default 9443; 0 picks free ports), DNS_PORT
+// (CoreDNS, UDP and TCP; default 0: a free port, printed), FLOCK_ARGS (extra
+// flock-apiserver flags, space separated).
 package main
 
 import (
@@ -119,6 +120,9 @@ func options(binDir, workDir string) (cluster.Options, error) {
 	if opts.Ports.FlockAPIServer, err = portEnv("FLOCK_APISERVER_PORT", 9443); err != nil {
 		return opts, err
 	}
+	if opts.Ports.DNS, err = portEnv("DNS_PORT", 0); err != nil {
+		return opts, err
+	}
 	opts.FlockArgs = strings.Fields(os.Getenv("FLOCK_ARGS"))
 	return opts, nil
 }
@@ -155,13 +159,38 @@ Try:
   kubectl explain flock.spec
   kubectl apply -f artifacts/examples/flock.yaml
   kubectl get flocks -A
-
+%s
 kube-apiserver:  %s
 flock-apiserver: %s (direct; needs a client certificate)
+cluster DNS:     %s
 nodes:           %s
 logs:            %s/*.log
 
 Press Ctrl-C to stop everything.
 `, cluster.APIServiceName, c.KubeconfigPath, opts.BinDir, cluster.APIServiceName,
-		c.KubeAPIServerURL, c.FlockAPIServerURL, strings.Join(c.NodeNames, " "), rel(c.LogDir()))
+		dnsExample(c), c.KubeAPIServerURL, c.FlockAPIServerURL, dnsSummary(c), strings.Join(c.NodeNames, " "), rel(c.LogDir()))
+}
+
+// dnsSummary names CoreDNS's address and port and the zones it serves.
+func dnsSummary(c *cluster.Cluster) string {
+	addr := c.DNSAddr()
+	if addr == "" {
+		return "(not started)"
+	}
+	return fmt.Sprintf("%s (UDP and TCP), port %d; zones %s", addr, c.Ports.DNS, strings.Join(cluster.DNSZones(), " "))
+}
+
+// dnsExample shows how to query the members of the example Flock
+// (artifacts/examples/flock.yaml: web, 3 members, port http, namespace
+// default) once it is applied.
+func dnsExample(c *cluster.Cluster) string {
+	if c.DNSAddr() == "" {
+		return ""
+	}
+	return fmt.Sprintf(`
+Cluster DNS (CoreDNS, port %[1]d), after applying the example Flock:
+  dig @127.0.0.1 -p %[1]d web-0.web.default.svc.%[2]s
+  dig @127.0.0.1 -p %[1]d SRV _http._tcp.web.default.svc.%[2]s
+  dig @127.0.0.1 -p %[1]d -x $(kubectl get pod web-0 -o jsonpath='{.status.podIP}')
+`, c.Ports.DNS, cluster.ClusterDomain)
 }
