@@ -48,6 +48,9 @@ func run() int {
 		fmt.Fprintln(os.Stderr, "local-up:", err)
 		return 2
 	}
+	if opts.WithoutDNS {
+		fmt.Fprintf(os.Stderr, "local-up: WARNING: no coredns in %s; starting without cluster DNS (`make tools` builds it)\n", opts.BinDir)
+	}
 	fmt.Printf("local-up: starting a local control plane in %s with %d kwok nodes ...\n", opts.WorkDir, opts.Nodes)
 	c, err := cluster.Up(ctx, opts)
 	if err != nil {
@@ -123,6 +126,12 @@ func options(binDir, workDir string) (cluster.Options, error) {
 	if opts.Ports.DNS, err = portEnv("DNS_PORT", 0); err != nil {
 		return opts, err
 	}
+	// `make local-up` builds coredns into the bin directory (`make tools`);
+	// a bin directory assembled by hand may lack it: then run without
+	// cluster DNS, and say so (printBanner).
+	if st, err := os.Stat(filepath.Join(binDir, "coredns")); err != nil || st.IsDir() {
+		opts.WithoutDNS = true
+	}
 	opts.FlockArgs = strings.Fields(os.Getenv("FLOCK_ARGS"))
 	return opts, nil
 }
@@ -175,7 +184,7 @@ Press Ctrl-C to stop everything.
 func dnsSummary(c *cluster.Cluster) string {
 	addr := c.DNSAddr()
 	if addr == "" {
-		return "(not started)"
+		return "not started: no coredns in the bin directory (`make tools` builds it)"
 	}
 	return fmt.Sprintf("%s (UDP and TCP), port %d; zones %s", addr, c.Ports.DNS, strings.Join(cluster.DNSZones(), " "))
 }
