@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -214,5 +215,53 @@ func TestNewControllerRejectsBadOptions(t *testing.T) {
 		kubeFactory.Apps().V1().ControllerRevisions(), record.NewFakeRecorder(1), Options{DataRoot: "relative/path"})
 	if err == nil {
 		t.Fatal("no error for a relative data root")
+	}
+}
+
+func TestCleanupPodAndRevisionHandlers(t *testing.T) {
+	f := newFixture(t, "n-a")
+	logger := klog.FromContext(f.ctx)
+	c := f.controller
+	pg := newFlock("pg", 1)
+	f.createFlock(pg)
+	drain(c)
+
+	// A cleanup helper's changes wake up its Flock (it has no controller
+	// and does not match the selector).
+	h := NewCleanupPod(pg, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "busybox", DefaultDataRoot)
+	h.ResourceVersion = "1"
+	c.addPod(logger, h)
+	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
+		t.Errorf("helper added: %v", got)
+	}
+	done := h.DeepCopy()
+	done.ResourceVersion = "2"
+	done.Status.Phase = corev1.PodSucceeded
+	c.updatePod(logger, h, done)
+	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
+		t.Errorf("helper updated: %v", got)
+	}
+	c.deletePod(logger, done)
+	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
+		t.Errorf("helper deleted: %v", got)
+	}
+
+	// Revisions: by controller, and orphans by their flock.dev/name label.
+	cr := NewControllerRevision(pg, &pg.Spec.Template, "abc", 1)
+	c.revisionChanged(logger, cache.DeletedFinalStateUnknown{Key: "db/pg-abc", Obj: cr})
+	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
+		t.Errorf("revision deleted: %v", got)
+	}
+	orphan := cr.DeepCopy()
+	orphan.OwnerReferences = nil
+	c.revisionChanged(logger, orphan)
+	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
+		t.Errorf("orphan revision: %v", got)
+	}
+	other := cr.DeepCopy()
+	other.OwnerReferences[0].UID = "someone-else"
+	c.revisionChanged(logger, other)
+	if got := drain(c); len(got) != 0 {
+		t.Errorf("revision of another owner: %v", got)
 	}
 }

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
@@ -166,5 +169,126 @@ func TestStatusUpdaterRetriesOnConflictWithFreshObject(t *testing.T) {
 	cur, _ := client.FlockV1alpha1().Flocks(testNamespace).Get(ctx, "pg", metav1.GetOptions{})
 	if cur.Status.Replicas == 9 {
 		t.Fatal("wrote the status of a replaced Flock")
+	}
+}
+
+func TestRealMemberControlForceDeleteAndList(t *testing.T) {
+	ctx := context.Background()
+	fl := newFlock("pg", 1)
+	client := k8sfake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	podInformer := factory.Core().V1().Pods()
+	mc := NewMemberControl(client, podInformer.Lister(), factory.Core().V1().Services().Lister())
+
+	helper := NewCleanupPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "busybox", DefaultDataRoot)
+	helper.UID = "h-uid"
+	member := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "rev", DefaultDataRoot)
+	for _, p := range []*corev1.Pod{helper, member} {
+		if err := podInformer.Informer().GetIndexer().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := mc.ListPods(testNamespace, labels.SelectorFromSet(labels.Set{LabelCleanupOf: "pg"}))
+	if err != nil || len(got) != 1 || got[0].Name != "pg-0-cleanup" {
+		t.Fatalf("ListPods = %v, %v", got, err)
+	}
+
+	if _, err := client.CoreV1().Pods(testNamespace).Create(ctx, helper, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.ForceDeletePod(ctx, helper); err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.ForceDeletePod(ctx, helper); err != nil {
+		t.Fatalf("force-deleting a pod that is gone: %v", err)
+	}
+	var deletes int
+	for _, a := range client.Actions() {
+		d, ok := a.(clienttesting.DeleteActionImpl)
+		if !ok {
+			continue
+		}
+		deletes++
+		o := d.DeleteOptions
+		if o.GracePeriodSeconds == nil || *o.GracePeriodSeconds != 0 || o.Preconditions == nil || *o.Preconditions.UID != "h-uid" {
+			t.Errorf("delete options = %+v", o)
+		}
+	}
+	if deletes != 2 {
+		t.Errorf("%d deletes", deletes)
+	}
+}
+
+// TestRealRevisionControl checks the writes of the real RevisionControl
+// against a fake clientset: field manager, UID precondition, adoption patch.
+func TestRealRevisionControl(t *testing.T) {
+	ctx := context.Background()
+	fl := newFlock("pg", 1)
+	client := k8sfake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	informer := factory.Apps().V1().ControllerRevisions()
+	rc := NewRevisionControl(client, informer.Lister())
+
+	cr := NewControllerRevision(fl, &fl.Spec.Template, "abc", 1)
+	cr.OwnerReferences = nil
+	if err := rc.CreateRevision(ctx, cr); err != nil {
+		t.Fatal(err)
+	}
+	created, err := client.AppsV1().ControllerRevisions(testNamespace).Get(ctx, "pg-abc", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.UID = "cr-uid"
+	if _, err := client.AppsV1().ControllerRevisions(testNamespace).Update(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.PatchRevision(ctx, testNamespace, "pg-abc", adoptPatch(fl, "cr-uid")); err != nil {
+		t.Fatal(err)
+	}
+	adopted, _ := client.AppsV1().ControllerRevisions(testNamespace).Get(ctx, "pg-abc", metav1.GetOptions{})
+	if !isControlledBy(adopted, fl) {
+		t.Fatalf("owners = %+v", adopted.OwnerReferences)
+	}
+	adopted.Revision = 2
+	if err := rc.UpdateRevision(ctx, adopted); err != nil {
+		t.Fatal(err)
+	}
+	if err := informer.Informer().GetIndexer().Add(adopted); err != nil {
+		t.Fatal(err)
+	}
+	list, err := rc.ListRevisions(testNamespace, labels.SelectorFromSet(labels.Set{v1alpha1.LabelFlockName: "pg"}))
+	if err != nil || len(list) != 1 || list[0].Revision != 2 {
+		t.Fatalf("ListRevisions = %v, %v", list, err)
+	}
+	if err := rc.DeleteRevision(ctx, adopted); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.DeleteRevision(ctx, adopted); err != nil {
+		t.Fatalf("deleting a revision that is gone: %v", err)
+	}
+
+	for _, a := range client.Actions() {
+		var fm string
+		switch a := a.(type) {
+		case clienttesting.CreateActionImpl:
+			fm = a.CreateOptions.FieldManager
+		case clienttesting.UpdateActionImpl:
+			if a.GetObject().(*appsv1.ControllerRevision).Revision != 2 {
+				continue // the test's own update
+			}
+			fm = a.UpdateOptions.FieldManager
+		case clienttesting.PatchActionImpl:
+			fm = a.PatchOptions.FieldManager
+		case clienttesting.DeleteActionImpl:
+			if p := a.DeleteOptions.Preconditions; p == nil || p.UID == nil || *p.UID != "cr-uid" {
+				t.Errorf("delete without the UID precondition: %+v", a.DeleteOptions)
+			}
+			continue
+		default:
+			continue
+		}
+		if fm != FieldManager {
+			t.Errorf("%s with field manager %q", a.GetVerb(), fm)
+		}
 	}
 }
