@@ -1,0 +1,591 @@
+package e2e
+
+// Issue 6 end to end: what happens to members after first placement —
+// rolling updates (order, partition, a halted rollout resumed by a fixed
+// template), data cleanup under whenScaled: Delete, and node loss under
+// Reassign and Wait — on kwok nodes with the real scheduler, garbage
+// collector and pod GC. Every test brings its own nodes (labelled with a
+// pool only its Flock selects), so deleting one disturbs no other test.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
+
+	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
+	flockcontroller "flock.dev/flock/pkg/controller/flock"
+	"flock.dev/flock/test/cluster"
+)
+
+// lcTimeout bounds one lifecycle step (a rollout of three members, a
+// cleanup, a reassignment).
+const lcTimeout = 120 * time.Second
+
+// lcPoolLabel marks the nodes a lifecycle test adds for its Flock.
+const lcPoolLabel = "flock.dev/e2e-pool"
+
+// lcNodes adds n kwok nodes labelled with a pool of their own, named after
+// the namespace, and returns their names; they are deleted when the test
+// ends (unless the test deleted them).
+func lcNodes(t *testing.T, ns string, n int) []string {
+	t.Helper()
+	var names []string
+	for i := range n {
+		name := fmt.Sprintf("%s-n%d", ns, i)
+		addNode(t, name, map[string]string{lcPoolLabel: ns}, nil)
+		names = append(names, name)
+	}
+	return names
+}
+
+// lcFlock is a Flock of replicas members on the test's node pool.
+func lcFlock(name, ns string, replicas int32) *flockv1alpha1.Flock {
+	f := newFlock(name, ns, replicas)
+	f.Spec.Placement.NodeSelector = map[string]string{lcPoolLabel: ns}
+	return f
+}
+
+// lcUpdate changes Flock ns/name with mutate, retrying on conflicts (the
+// controller writes status all the time).
+func lcUpdate(t *testing.T, ns, name string, mutate func(*flockv1alpha1.Flock)) *flockv1alpha1.Flock {
+	t.Helper()
+	var out *flockv1alpha1.Flock
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		f, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctxFor(t), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		mutate(f)
+		out, err = env.Flock.FlockV1alpha1().Flocks(ns).Update(ctxFor(t), f, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("update Flock %s/%s: %v", ns, name, err)
+	}
+	return out
+}
+
+// lcGet reads Flock ns/name.
+func lcGet(ctx context.Context, ns, name string) (*flockv1alpha1.Flock, error) {
+	return env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// lcWaitRolledOut waits until every member of Flock ns/name runs revision
+// rev (status and pods agree), is Ready, and the Flock is Available.
+func lcWaitRolledOut(t *testing.T, ns, name, rev string) *flockv1alpha1.Flock {
+	t.Helper()
+	var got *flockv1alpha1.Flock
+	eventually(t, lcTimeout, fmt.Sprintf("Flock %s/%s rolled out to %s", ns, name, rev), func(ctx context.Context) error {
+		f, err := lcGet(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		if err := ctlAvailableErr(f); err != nil {
+			return err
+		}
+		st := f.Status
+		if st.UpdateRevision != rev || st.CurrentRevision != rev || st.UpdatedReplicas != *f.Spec.Replicas {
+			return fmt.Errorf("revisions: update %s, current %s, %d updated", st.UpdateRevision, st.CurrentRevision, st.UpdatedReplicas)
+		}
+		for _, p := range ctlMemberPods(t, ns, name) {
+			if p.Labels[flockv1alpha1.LabelRevision] != rev {
+				return fmt.Errorf("pod %s at revision %s", p.Name, p.Labels[flockv1alpha1.LabelRevision])
+			}
+		}
+		got = f
+		return nil
+	})
+	return got
+}
+
+// lcCondition returns a condition of f, or nil.
+func lcCondition(f *flockv1alpha1.Flock, typ string) *metav1.Condition {
+	for i := range f.Status.Conditions {
+		if f.Status.Conditions[i].Type == typ {
+			return &f.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// lcWaitEvent waits for an event on Flock ns/name with the given reason
+// whose message contains every one of parts, and returns its message.
+func lcWaitEvent(t *testing.T, ns, name, reason string, parts ...string) string {
+	t.Helper()
+	var msg string
+	eventually(t, lcTimeout, fmt.Sprintf("event %s on Flock %s/%s", reason, ns, name), func(ctx context.Context) error {
+		list, err := env.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.Set{"involvedObject.name": name, "reason": reason}.String(),
+		})
+		if err != nil {
+			return err
+		}
+		var seen []string
+		for _, e := range list.Items {
+			ok := e.InvolvedObject.Kind == "Flock"
+			for _, p := range parts {
+				ok = ok && strings.Contains(e.Message, p)
+			}
+			if ok {
+				msg = e.Message
+				return nil
+			}
+			seen = append(seen, e.Message)
+		}
+		return fmt.Errorf("events with reason %s: %q", reason, seen)
+	})
+	return msg
+}
+
+// lcPodEvent is one pod watch event, with a copy of the pod.
+type lcPodEvent struct {
+	Type watch.EventType
+	Pod  *corev1.Pod
+	At   time.Time
+}
+
+// lcRecorder records the pod events of a namespace that a label selector
+// matches, from a watch.
+type lcRecorder struct {
+	mu     sync.Mutex
+	list   []lcPodEvent
+	closed error
+}
+
+// lcWatchPods records pod events in ns (selector may be "") from now until
+// the test ends.
+func lcWatchPods(t *testing.T, ns, selector string) *lcRecorder {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	list, err := env.Kube.CoreV1().Pods(ns).List(ctxFor(t), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	w, err := env.Kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	r := &lcRecorder{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			r.mu.Lock()
+			if ok {
+				r.list = append(r.list, lcPodEvent{Type: ev.Type, Pod: pod.DeepCopy(), At: time.Now()})
+			} else {
+				r.closed = fmt.Errorf("watch event %s: %v", ev.Type, ev.Object)
+			}
+			r.mu.Unlock()
+		}
+		r.mu.Lock()
+		if r.closed == nil && ctx.Err() == nil {
+			r.closed = fmt.Errorf("the pod watch of %s ended early", ns)
+		}
+		r.mu.Unlock()
+	}()
+	t.Cleanup(func() {
+		w.Stop()
+		cancel()
+		<-done
+	})
+	return r
+}
+
+// events returns the events so far; a watch that broke fails the test.
+func (r *lcRecorder) events(t *testing.T) []lcPodEvent {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed != nil {
+		t.Fatalf("pod watch: %v", r.closed)
+	}
+	return slices.Clone(r.list)
+}
+
+func (r *lcRecorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for _, e := range r.list {
+		p := e.Pod
+		fmt.Fprintf(&b, "  %s %-8s %s uid=%s rev=%s node=%q phase=%s ready=%v deleting=%v\n", e.At.Format("15:04:05.000"), e.Type, p.Name,
+			p.UID, p.Labels[flockv1alpha1.LabelRevision], p.Spec.NodeName, p.Status.Phase, ctlPodReady(p), p.DeletionTimestamp != nil)
+	}
+	return b.String()
+}
+
+// lcDataPath returns the host path of a pod's hostPath volume named name.
+func lcDataPath(p *corev1.Pod, name string) string {
+	for _, v := range p.Spec.Volumes {
+		if v.Name == name && v.HostPath != nil {
+			return v.HostPath.Path
+		}
+	}
+	return ""
+}
+
+// A template change rolls x-2, x-1, x-0 in that order, one at a time, each
+// back on its own node; the template of each revision is kept in a
+// ControllerRevision. Then, with partition 1, a second change leaves x-0 on
+// the previous revision.
+func TestLifecycleRollingUpdate(t *testing.T) {
+	ns := newNamespace(t)
+	lcNodes(t, ns, 3)
+	const name = "x"
+	created := createFlock(t, lcFlock(name, ns, 3))
+	before := ctlWaitAvailable(t, ns, name)
+	nodes := ctlMemberNodes(before)
+	rev1 := before.Status.UpdateRevision
+	rec := lcWatchPods(t, ns, flockv1alpha1.LabelFlockName+"="+name)
+
+	f := lcUpdate(t, ns, name, func(f *flockv1alpha1.Flock) { f.Spec.Template.Spec.Containers[0].Image = "busybox:1.37" })
+	rev2 := flockcontroller.Revision(&f.Spec.Template)
+	if rev2 == rev1 {
+		t.Fatal("the template change made no new revision")
+	}
+	lcWaitRolledOut(t, ns, name, rev2)
+
+	// Order: each old pod is deleted only after the new pod above it is
+	// Ready, from the highest ordinal down; every new pod is on its node.
+	events := rec.events(t)
+	var order []string
+	readyAt := map[string]int{}
+	for i, e := range events {
+		p := e.Pod
+		if e.Type == watch.Deleted && p.Labels[flockv1alpha1.LabelRevision] == rev1 {
+			order = append(order, p.Name)
+		}
+		if p.Labels[flockv1alpha1.LabelRevision] == rev2 && ctlPodReady(p) {
+			if _, ok := readyAt[p.Name]; !ok {
+				readyAt[p.Name] = i
+			}
+			if want := nodes[ctlOrdinalOf(p.Name)]; p.Spec.NodeName != want {
+				t.Errorf("%s at %s runs on %s, want its node %s", p.Name, rev2, p.Spec.NodeName, want)
+			}
+		}
+	}
+	if want := []string{"x-2", "x-1", "x-0"}; !slices.Equal(order, want) {
+		t.Fatalf("old pods deleted in order %v, want %v; events:\n%s", order, want, rec)
+	}
+	for i := 1; i < 3; i++ {
+		upper, lower := ctlMemberPodName(name, 3-i), ctlMemberPodName(name, 2-i)
+		del := slices.IndexFunc(events, func(e lcPodEvent) bool {
+			return e.Pod.Name == lower && (e.Pod.DeletionTimestamp != nil || e.Type == watch.Deleted) && e.Pod.Labels[flockv1alpha1.LabelRevision] == rev1
+		})
+		if ready, ok := readyAt[upper]; !ok || del < ready {
+			t.Errorf("%s deleted (event %d) before %s was Ready at %s (event %d); events:\n%s", lower, del, upper, rev2, ready, rec)
+		}
+	}
+
+	// Both templates are recorded in ControllerRevisions owned by the Flock.
+	crs, err := env.Kube.AppsV1().ControllerRevisions(ns).List(ctxFor(t), metav1.ListOptions{LabelSelector: flockv1alpha1.LabelFlockName + "=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crNames []string
+	for i := range crs.Items {
+		cr := &crs.Items[i]
+		crNames = append(crNames, cr.Name)
+		ctlCheckControllerRef(t, "ControllerRevision "+cr.Name, cr.OwnerReferences, created)
+		lcCheckRevision(t, cr)
+	}
+	slices.Sort(crNames)
+	want := []string{name + "-" + rev1, name + "-" + rev2}
+	slices.Sort(want)
+	if !slices.Equal(crNames, want) {
+		t.Errorf("ControllerRevisions %v, want %v", crNames, want)
+	}
+
+	// Partition 1: x-2 and x-1 move to the next revision, x-0 stays.
+	x0 := ctlMemberPods(t, ns, name)[0]
+	f = lcUpdate(t, ns, name, func(f *flockv1alpha1.Flock) {
+		one := int32(1)
+		f.Spec.UpdateStrategy.RollingUpdate.Partition = &one
+		f.Spec.Template.Spec.Containers[0].Image = "busybox:1.36"
+	})
+	rev3 := flockcontroller.Revision(&f.Spec.Template)
+	eventually(t, lcTimeout, "x-2 and x-1 at the new revision", func(ctx context.Context) error {
+		f, err := lcGet(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		st := f.Status
+		c := lcCondition(f, flockv1alpha1.FlockProgressing)
+		if st.ObservedGeneration != f.Generation || st.UpdatedReplicas != 2 || st.ReadyReplicas != 3 || st.CurrentRevision != rev2 ||
+			c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Errorf("status %+v", st)
+		}
+		if !strings.Contains(c.Message, "below partition 1 stay at revision "+rev2) {
+			return fmt.Errorf("Progressing %+v", c)
+		}
+		return nil
+	})
+	pods := ctlMemberPods(t, ns, name)
+	for _, p := range pods {
+		wantRev := rev3
+		if p.Name == "x-0" {
+			wantRev = rev2
+		}
+		if got := p.Labels[flockv1alpha1.LabelRevision]; got != wantRev || !ctlPodReady(p) || p.Spec.NodeName != nodes[ctlOrdinalOf(p.Name)] {
+			t.Errorf("%s: revision %s (want %s), ready %v, node %s", p.Name, got, wantRev, ctlPodReady(p), p.Spec.NodeName)
+		}
+	}
+	if pods[0].UID != x0.UID {
+		t.Errorf("x-0 was replaced below the partition")
+	}
+}
+
+// lcCheckRevision checks that a ControllerRevision's data is the template of
+// the revision it is named after.
+func lcCheckRevision(t *testing.T, cr *appsv1.ControllerRevision) {
+	t.Helper()
+	tmpl, err := flockcontroller.TemplateOf(cr)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	if rev := flockcontroller.Revision(tmpl); cr.Name != "x-"+rev || cr.Labels[flockv1alpha1.LabelRevision] != rev {
+		t.Errorf("ControllerRevision %s records revision %s (labels %v)", cr.Name, rev, cr.Labels)
+	}
+}
+
+// A template whose pods never become Ready halts the rollout at x-2, with a
+// condition and an event; the members below keep running the old
+// revision. A fixed template resumes the rollout without anyone deleting
+// the stuck pod.
+func TestLifecycleHaltedRollout(t *testing.T) {
+	ns := newNamespace(t)
+	lcNodes(t, ns, 3)
+	const name = "x"
+	createFlock(t, lcFlock(name, ns, 3))
+	before := ctlWaitAvailable(t, ns, name)
+	rev1 := before.Status.UpdateRevision
+	old := ctlMemberPods(t, ns, name)
+
+	f := lcUpdate(t, ns, name, func(f *flockv1alpha1.Flock) {
+		f.Spec.Template.Annotations = map[string]string{cluster.NeverReadyMarker: "true"}
+	})
+	broken := flockcontroller.Revision(&f.Spec.Template)
+	eventually(t, lcTimeout, "the rollout halted at x-2", func(ctx context.Context) error {
+		f, err := lcGet(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		c := lcCondition(f, flockv1alpha1.FlockProgressing)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != flockcontroller.ReasonRolloutHalted {
+			return fmt.Errorf("Progressing %+v", c)
+		}
+		if !strings.Contains(c.Message, "halted at pod x-2") || !strings.Contains(c.Message, broken) {
+			return fmt.Errorf("Progressing %+v", c)
+		}
+		return nil
+	})
+	lcWaitEvent(t, ns, name, "RolloutHalted", "x-2", broken)
+	pods := ctlMemberPods(t, ns, name)
+	if len(pods) != 3 {
+		t.Fatalf("pods %v", ctlPodNames(pods))
+	}
+	if p := pods[2]; p.Labels[flockv1alpha1.LabelRevision] != broken || ctlPodReady(p) || p.Status.Phase != corev1.PodRunning {
+		t.Errorf("x-2: revision %s, phase %s, ready %v", p.Labels[flockv1alpha1.LabelRevision], p.Status.Phase, ctlPodReady(p))
+	}
+	for i := range 2 {
+		if p := pods[i]; p.UID != old[i].UID || p.Labels[flockv1alpha1.LabelRevision] != rev1 || !ctlPodReady(p) {
+			t.Errorf("%s was touched by the halted rollout: uid %s (was %s), revision %s, ready %v",
+				p.Name, p.UID, old[i].UID, p.Labels[flockv1alpha1.LabelRevision], ctlPodReady(p))
+		}
+	}
+
+	// Fix the template: no pod is deleted by hand.
+	f = lcUpdate(t, ns, name, func(f *flockv1alpha1.Flock) {
+		f.Spec.Template.Annotations = nil
+		f.Spec.Template.Spec.Containers[0].Image = "busybox:1.37"
+	})
+	fixed := flockcontroller.Revision(&f.Spec.Template)
+	got := lcWaitRolledOut(t, ns, name, fixed)
+	if c := lcCondition(got, flockv1alpha1.FlockProgressing); c == nil || c.Reason != flockcontroller.ReasonComplete {
+		t.Errorf("Progressing %+v", c)
+	}
+}
+
+// Scaling down with whenScaled: Delete runs a helper pod on the removed
+// member's node that mounts the Flock's data directory there, deletes it
+// once it has succeeded, and only then drops the member from status.
+func TestLifecycleScaleDownDeletesData(t *testing.T) {
+	ns := newNamespace(t)
+	lcNodes(t, ns, 3)
+	const name = "x"
+	f := lcFlock(name, ns, 3)
+	f.Spec.Storage.Retention.WhenScaled = flockv1alpha1.DeleteRetentionPolicy
+	createFlock(t, f)
+	before := ctlWaitAvailable(t, ns, name)
+	if !slices.Contains(before.Finalizers, flockv1alpha1.FinalizerDataCleanup) {
+		t.Errorf("finalizers %v, want %s", before.Finalizers, flockv1alpha1.FinalizerDataCleanup)
+	}
+	node2 := before.Status.Members[2].Node
+	dataPath := lcDataPath(ctlMemberPods(t, ns, name)[2], "data")
+	if dataPath == "" {
+		t.Fatal("x-2 has no data volume")
+	}
+	rec := lcWatchPods(t, ns, flockcontroller.LabelCleanupOf+"="+name)
+
+	lcUpdate(t, ns, name, func(f *flockv1alpha1.Flock) { two := int32(2); f.Spec.Replicas = &two })
+	eventually(t, lcTimeout, "member 2 gone and its data removed", func(ctx context.Context) error {
+		f, err := lcGet(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		if len(f.Status.Members) != 2 {
+			return fmt.Errorf("members %+v", f.Status.Members)
+		}
+		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: flockcontroller.LabelCleanupOf + "=" + name})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) != 0 {
+			return fmt.Errorf("cleanup pods left: %d", len(pods.Items))
+		}
+		return nil
+	})
+
+	var added, succeeded, deleted bool
+	for _, e := range rec.events(t) {
+		p := e.Pod
+		if p.Name != "x-2-cleanup" {
+			t.Errorf("unexpected cleanup pod %s (on %s)", p.Name, p.Spec.NodeName)
+			continue
+		}
+		switch {
+		case e.Type == watch.Added:
+			added = true
+			if p.Spec.NodeName != node2 || lcDataPath(p, "data") != dataPath || len(p.Spec.Volumes) != 1 ||
+				p.Spec.RestartPolicy != corev1.RestartPolicyNever || p.Spec.Containers[0].Image != flockcontroller.DefaultCleanupImage {
+				t.Errorf("cleanup pod: node %s (want %s), volumes %+v (want only %s), restartPolicy %s, image %s",
+					p.Spec.NodeName, node2, p.Spec.Volumes, dataPath, p.Spec.RestartPolicy, p.Spec.Containers[0].Image)
+			}
+		case e.Type == watch.Deleted:
+			deleted = true
+		case p.Status.Phase == corev1.PodSucceeded:
+			succeeded = true
+		}
+	}
+	if !added || !succeeded || !deleted {
+		t.Errorf("cleanup pod added %v, succeeded %v, deleted %v; events:\n%s", added, succeeded, deleted, rec)
+	}
+	lcWaitEvent(t, ns, name, "DataCleanupDone", dataPath, "member 2", node2)
+	if pods := ctlMemberPods(t, ns, name); len(pods) != 2 {
+		t.Errorf("pods %v", ctlPodNames(pods))
+	}
+}
+
+// Deleting a member's node: under Reassign (afterSeconds 10) the member
+// moves to the spare node, not before 10s, records it in status and an
+// event; under Wait it stays, and status says why and since when.
+func TestLifecycleNodeLoss(t *testing.T) {
+	t.Run("Reassign", func(t *testing.T) {
+		ns := newNamespace(t)
+		pool := lcNodes(t, ns, 3)
+		const name = "y"
+		f := lcFlock(name, ns, 2)
+		ten := int32(10)
+		f.Spec.MemberRecovery = flockv1alpha1.MemberRecovery{Policy: flockv1alpha1.ReassignMemberRecovery, AfterSeconds: &ten}
+		createFlock(t, f)
+		before := ctlWaitAvailable(t, ns, name)
+		lost := before.Status.Members[1].Node
+		spare := ""
+		for _, n := range pool {
+			if !slices.Contains(ctlMemberNodes(before), n) {
+				spare = n
+			}
+		}
+		rec := lcWatchPods(t, ns, flockv1alpha1.LabelFlockName+"="+name)
+
+		deletedAt := time.Now()
+		kubectl(t, env.KubectlBuilt(), "delete", "node", lost)
+		got := ctlWaitAvailable(t, ns, name)
+		if got.Status.Members[1].Node != spare || got.Status.Members[0].Node != before.Status.Members[0].Node {
+			t.Fatalf("members %+v, want member 1 on the spare node %s", got.Status.Members, spare)
+		}
+		if msg := got.Status.Members[1].Message; !strings.HasPrefix(msg, "reassigned from node "+lost+" (gone since ") ||
+			!strings.Contains(msg, "to node "+spare) {
+			t.Errorf("member 1 message %q", msg)
+		}
+		lcWaitEvent(t, ns, name, "MemberReassigned", "member 1", "from node "+lost+" to node "+spare)
+		// Not before afterSeconds: the new pod came at least 10s after the
+		// node went (less a second for clock granularity).
+		for _, e := range rec.events(t) {
+			if e.Type == watch.Added && e.Pod.Name == "y-1" {
+				if d := e.At.Sub(deletedAt); d < 9*time.Second {
+					t.Errorf("y-1 was recreated %v after its node was deleted, before afterSeconds", d)
+				}
+				if node := flockcontroller.PinnedNode(e.Pod); node != spare {
+					t.Errorf("y-1 recreated pinned to %s, want %s", node, spare)
+				}
+			}
+		}
+		if p := ctlMemberPods(t, ns, name)[1]; p.Spec.NodeName != spare || !ctlPodReady(p) {
+			t.Errorf("y-1 on %s, ready %v", p.Spec.NodeName, ctlPodReady(p))
+		}
+	})
+
+	t.Run("Wait", func(t *testing.T) {
+		ns := newNamespace(t)
+		pool := lcNodes(t, ns, 3)
+		const name = "z"
+		createFlock(t, lcFlock(name, ns, 2))
+		before := ctlWaitAvailable(t, ns, name)
+		lost := before.Status.Members[1].Node
+		kubectl(t, env.KubectlBuilt(), "delete", "node", lost)
+		want := "member 1 waits for node " + lost + ", which is gone since "
+		eventually(t, lcTimeout, "status says why member 1 waits", func(ctx context.Context) error {
+			f, err := lcGet(ctx, ns, name)
+			if err != nil {
+				return err
+			}
+			c := lcCondition(f, flockv1alpha1.FlockMembersBlocked)
+			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != flockcontroller.ReasonNodeGone ||
+				!strings.HasPrefix(c.Message, want) || !strings.HasSuffix(c.Message, "memberRecovery Wait keeps it on that node until the node is back") {
+				return fmt.Errorf("MembersBlocked %+v", c)
+			}
+			if m := f.Status.Members[1]; m.Node != lost || !strings.HasPrefix(m.Message, want) {
+				return fmt.Errorf("member 1 %+v", m)
+			}
+			return nil
+		})
+		// Longer than a Reassign would have waited: still there, and
+		// nothing on the spare node.
+		time.Sleep(15 * time.Second)
+		f, err := lcGet(ctxFor(t), ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ctlMemberNodes(f); !slices.Equal(got, ctlMemberNodes(before)) {
+			t.Errorf("members moved: %v, were %v", got, ctlMemberNodes(before))
+		}
+		pods, err := env.Kube.CoreV1().Pods(ns).List(ctxFor(t), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if node := flockcontroller.PinnedNode(&p); node != "" && !slices.Contains(pool, node) {
+				t.Errorf("pod %s pinned to %s, outside the pool", p.Name, node)
+			} else if node != "" && node != before.Status.Members[0].Node && node != lost {
+				t.Errorf("pod %s pinned to the spare node %s", p.Name, node)
+			}
+		}
+	})
+}
