@@ -6,7 +6,8 @@
 #
 # Needs `make tools build` (the Makefile target does that first).
 # Environment: NODES (default 3), KUBE_APISERVER_PORT (default 6443),
-# FLOCK_APISERVER_PORT (default 9443), FLOCK_ARGS (extra flock-apiserver flags).
+# FLOCK_APISERVER_PORT (default 9443), DNS_PORT (CoreDNS, UDP and TCP; default: a
+# free port, printed), FLOCK_ARGS (extra flock-apiserver flags).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -35,7 +35,7 @@ func TestLocalUp(t *testing.T) {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok"} {
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok", "coredns"} {
 		if err := os.Symlink(filepath.Join(env.BinDir(), b), filepath.Join(bin, b)); err != nil {
 			t.Fatal(err)
 		}
