@@ -516,6 +516,29 @@ func TestLifecycleNodeLoss(t *testing.T) {
 
 		deletedAt := time.Now()
 		kubectl(t, env.KubectlBuilt(), "delete", "node", lost)
+		// At once: member 1 is blocked, the Flock not Available.
+		eventually(t, lcTimeout, "member 1 blocked", func(ctx context.Context) error {
+			f, err := lcGet(ctx, ns, name)
+			if err != nil {
+				return err
+			}
+			c, a := lcCondition(f, flockv1alpha1.FlockMembersBlocked), lcCondition(f, flockv1alpha1.FlockAvailable)
+			if c == nil || c.Reason != flockcontroller.ReasonNodeGone || !strings.Contains(c.Message, "memberRecovery Reassign moves it to another node at ") ||
+				a == nil || a.Status != metav1.ConditionFalse {
+				return fmt.Errorf("MembersBlocked %+v, Available %+v", c, a)
+			}
+			return nil
+		})
+		eventually(t, lcTimeout, "member 1 moved to the spare node", func(ctx context.Context) error {
+			f, err := lcGet(ctx, ns, name)
+			if err != nil {
+				return err
+			}
+			if f.Status.Members[1].Node != spare {
+				return fmt.Errorf("members %+v", f.Status.Members)
+			}
+			return nil
+		})
 		got := ctlWaitAvailable(t, ns, name)
 		if got.Status.Members[1].Node != spare || got.Status.Members[0].Node != before.Status.Members[0].Node {
 			t.Fatalf("members %+v, want member 1 on the spare node %s", got.Status.Members, spare)

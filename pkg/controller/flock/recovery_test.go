@@ -89,6 +89,13 @@ func TestReassignMovesMemberOffGoneNode(t *testing.T) {
 		"; memberRecovery Reassign moves it to another node at "+formatTime(lostAt.Add(10*time.Second))) {
 		t.Fatalf("MembersBlocked = %+v", c)
 	}
+	// Its pod still says Ready, but the member is not available.
+	if p := f.pod("pg-1"); !isRunningAndReady(p) {
+		t.Fatal("the test needs pg-1 to look Ready")
+	}
+	if c := f.condition("pg", v1alpha1.FlockAvailable); c.Status != metav1.ConditionFalse || c.Message != "2 of 3 members available" {
+		t.Errorf("Available = %+v", c)
+	}
 	f.clock.Step(9 * time.Second)
 	f.settle("pg")
 	if got := f.memberNodes("pg")[1]; got != "n-b" {

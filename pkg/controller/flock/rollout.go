@@ -119,7 +119,8 @@ func (fc *defaultFlockControl) syncRevisions(ctx context.Context, f *v1alpha1.Fl
 // rollingUpdate replaces, under the RollingUpdate strategy, the pods of
 // members at or above the partition that run an earlier revision, from the
 // highest ordinal down, keeping at most maxUnavailable members unavailable
-// (missing, not Ready, or Ready for less than minReadySeconds). A pod that
+// (missing, not Ready, Ready for less than minReadySeconds, or on a gone or
+// NotReady node). A pod that
 // is already unavailable costs nothing to replace, so it is replaced when
 // its turn comes even without budget: that is how a rollout halted on a
 // pod of a broken template resumes once the template is fixed. The order is
@@ -134,10 +135,15 @@ func (fc *defaultFlockControl) rollingUpdate(ctx context.Context, f *v1alpha1.Fl
 	logger := klog.FromContext(ctx)
 	replicas := replicasOf(f)
 	minReady := f.Spec.MinReadySeconds
+	// A pod on a gone or NotReady node is not available, whatever it says.
+	available := func(pod *corev1.Pod) bool {
+		node := nodes[PinnedNode(pod)]
+		return node != nil && isNodeReady(node) && isAvailable(pod, minReady, now)
+	}
 	unavailable := 0
 	for ord := range replicas {
 		pod := pods[ord]
-		if changed[ord] || pod == nil || isTerminating(pod) || !isAvailable(pod, minReady, now) {
+		if changed[ord] || pod == nil || isTerminating(pod) || !available(pod) {
 			unavailable++
 		}
 	}
@@ -147,7 +153,7 @@ func (fc *defaultFlockControl) rollingUpdate(ctx context.Context, f *v1alpha1.Fl
 		if changed[ord] || pod == nil || isTerminating(pod) || podRevision(pod) == plan.Update {
 			continue
 		}
-		if isAvailable(pod, minReady, now) {
+		if available(pod) {
 			if budget <= 0 {
 				logger.V(4).Info("Rolling update waits for unavailable members", "next", klog.KObj(pod), "unavailable", unavailable, "maxUnavailable", plan.MaxUnavailable)
 				return nil

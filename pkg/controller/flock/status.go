@@ -346,9 +346,11 @@ func computeStatus(in statusInput) (v1alpha1.FlockStatus, map[MemberState]int) {
 	// Conditions.
 	gen := f.Generation
 	now := metav1.NewTime(in.Now)
+	// A member whose pod still says Ready on a gone or NotReady node is
+	// blocked, and not available.
 	available := int32(0)
 	for ord := range replicas {
-		if pod := in.Pods[ord]; pod != nil && isAvailable(pod, minReady, in.Now) {
+		if _, blocked := in.Blocked[ord]; !blocked && in.Pods[ord] != nil && isAvailable(in.Pods[ord], minReady, in.Now) {
 			available++
 		}
 	}
