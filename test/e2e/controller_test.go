@@ -1,0 +1,579 @@
+package e2e
+
+// Issue 5 end to end: the embedded controller turns a Flock into member pods
+// pinned to their nodes, a headless Service and a truthful status, on the
+// local control plane (real scheduler, garbage collector and kwok nodes).
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+
+	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/test/cluster"
+)
+
+// ctlMemberTimeout bounds the wait for the controller and kwok to bring a
+// small Flock's members up (or down).
+const ctlMemberTimeout = 90 * time.Second
+
+// A 3-replica OrderedReady Flock on 3 nodes: pods, Service, status, kubectl
+// wait and describe, a deleted pod coming back on its node, scale down and
+// up, and deletion through the garbage collector.
+func TestControllerMembers(t *testing.T) {
+	ns := newNamespace(t)
+	const name, service, volume = "x", "x-peers", "store"
+	f := newFlock(name, ns, 3)
+	f.Spec.ServiceName = service
+	f.Spec.Storage.VolumeName = volume
+	// Each pod turns Ready 1s after it is scheduled, so the order is visible.
+	f.Spec.Template.Annotations = map[string]string{cluster.StartDelayAnnotation: "1s"}
+	c := &f.Spec.Template.Spec.Containers[0]
+	c.Ports = []corev1.ContainerPort{{Name: "peer", ContainerPort: 7000}}
+	c.VolumeMounts = []corev1.VolumeMount{{Name: volume, MountPath: "/data"}}
+	// The template's own required node affinity: the pin is AND-ed into it.
+	f.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelOSStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}}},
+		}}},
+	}}
+
+	rec := ctlWatchPods(t, ns)
+	created := createFlock(t, f)
+
+	t.Run("wait", func(t *testing.T) {
+		forEachKubectl(t, func(t *testing.T, k cluster.Kubectl) {
+			out := kubectl(t, k, "wait", "--for=condition=Available", "fl/"+name, "-n", ns, "--timeout=90s")
+			if strings.TrimSpace(out) != "flock.flock.dev/x condition met" {
+				t.Errorf("kubectl wait printed %q", out)
+			}
+		})
+	})
+	got := ctlWaitAvailable(t, ns, name)
+
+	// OrderedReady: each pod is created only once the one before it is
+	// Running and Ready.
+	events := rec.events(t)
+	for i := 1; i < 3; i++ {
+		prev, cur := ctlMemberPodName(name, i-1), ctlMemberPodName(name, i)
+		added := slices.IndexFunc(events, func(e ctlPodEvent) bool { return e.Type == watch.Added && e.Name == cur })
+		ready := slices.IndexFunc(events, func(e ctlPodEvent) bool { return e.Name == prev && e.Ready })
+		if added < 0 || ready < 0 || added < ready {
+			t.Errorf("OrderedReady: %s added at event %d, %s first Ready at event %d; want the second first; events:\n%s", cur, added, prev, ready, rec)
+		}
+	}
+
+	// Pods: one per member, Running on its recorded node, with the
+	// member's identity.
+	pods := ctlMemberPods(t, ns, name)
+	if len(pods) != 3 {
+		t.Fatalf("%d pods, want 3: %v", len(pods), ctlPodNames(pods))
+	}
+	nodes := map[string]bool{}
+	for i, m := range got.Status.Members {
+		pod := pods[i]
+		podName := ctlMemberPodName(name, i)
+		if m.Ordinal != int32(i) || m.Pod != podName || pod.Name != podName {
+			t.Errorf("member %d: %+v, pod %s; want ordinal %d and pod %s", i, m, pod.Name, i, podName)
+		}
+		if want := fmt.Sprintf("%s.%s.%s.svc.cluster.local", podName, service, ns); m.Hostname != want || !m.Ready {
+			t.Errorf("member %d: hostname %q ready %v, want %q and ready", i, m.Hostname, m.Ready, want)
+		}
+		if pod.Spec.NodeName != m.Node || pod.Status.Phase != corev1.PodRunning || !ctlPodReady(pod) {
+			t.Errorf("pod %s: node %q phase %s ready %v; want Running and Ready on the member's node %q", pod.Name, pod.Spec.NodeName, pod.Status.Phase, ctlPodReady(pod), m.Node)
+		}
+		nodes[pod.Spec.NodeName] = true
+		ctlCheckMemberPod(t, pod, created, i, m.Node, service, volume)
+	}
+	if len(nodes) != 3 {
+		t.Errorf("pods share nodes: %v", ctlMemberNodes(got))
+	}
+
+	// The headless Service.
+	svc, err := env.Kube.CoreV1().Services(ns).Get(ctxFor(t), service, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("headless Service: %v", err)
+	}
+	if svc.Spec.ClusterIP != corev1.ClusterIPNone || !svc.Spec.PublishNotReadyAddresses {
+		t.Errorf("Service %s: clusterIP %q publishNotReadyAddresses %v, want None and true", service, svc.Spec.ClusterIP, svc.Spec.PublishNotReadyAddresses)
+	}
+	if want := map[string]string{"app": name, flockv1alpha1.LabelFlockName: name}; !ctlMapsEqual(svc.Spec.Selector, want) {
+		t.Errorf("Service selector %v, want %v", svc.Spec.Selector, want)
+	}
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != 7000 || svc.Spec.Ports[0].Name != "peer" || svc.Spec.Ports[0].Protocol != corev1.ProtocolTCP {
+		t.Errorf("Service ports %+v, want peer 7000/TCP from the template", svc.Spec.Ports)
+	}
+	ctlCheckControllerRef(t, "Service "+service, svc.OwnerReferences, created)
+
+	// kubectl describe: members, conditions and events.
+	t.Run("describe", func(t *testing.T) {
+		forEachKubectl(t, func(t *testing.T, k cluster.Kubectl) {
+			out := kubectl(t, k, "describe", "flock", name, "-n", ns)
+			want := []string{"Members:", "Conditions:", "MembersAvailable", "Events:"}
+			for i, m := range got.Status.Members {
+				want = append(want,
+					fmt.Sprintf("created Pod %s for member %d on node %s", m.Pod, i, m.Node),
+					fmt.Sprintf("member %d (pod %s) placed on node %s", i, m.Pod, m.Node))
+			}
+			want = append(want, "created headless Service "+service)
+			for _, w := range want {
+				if !strings.Contains(out, w) {
+					t.Errorf("describe lacks %q:\n%s", w, out)
+				}
+			}
+			for _, m := range got.Status.Members {
+				re := regexp.MustCompile(`(?m)^\s+Hostname:\s+` + regexp.QuoteMeta(m.Hostname) + `\n\s+Node:\s+` + m.Node + `\n\s+Ordinal:\s+` + strconv.Itoa(int(m.Ordinal)) + `\n`)
+				if !re.MatchString(out) {
+					t.Errorf("describe lacks member %d (%s on %s):\n%s", m.Ordinal, m.Hostname, m.Node, out)
+				}
+			}
+			for _, typ := range []string{"Available", "Progressing", "MembersBlocked", "ServiceReady"} {
+				if !regexp.MustCompile(`(?m)^\s+Type:\s+` + typ + `$`).MatchString(out) {
+					t.Errorf("describe lacks condition %s:\n%s", typ, out)
+				}
+			}
+		})
+	})
+
+	k := env.KubectlBuilt()
+	// A deleted pod comes back under its name on its node.
+	old := pods[1]
+	if out := kubectl(t, k, "delete", "pod", old.Name, "-n", ns, "--wait=false"); !strings.Contains(out, `pod "x-1" deleted`) {
+		t.Errorf("delete pod printed %q", out)
+	}
+	eventually(t, ctlMemberTimeout, "x-1 recreated on "+old.Spec.NodeName, func(ctx context.Context) error {
+		p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, old.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.UID == old.UID || p.Spec.NodeName != old.Spec.NodeName || !ctlPodReady(p) {
+			return fmt.Errorf("uid %s (old %s) node %q ready %v", p.UID, old.UID, p.Spec.NodeName, ctlPodReady(p))
+		}
+		return nil
+	})
+	got = ctlWaitAvailable(t, ns, name)
+	if nodes := ctlMemberNodes(got); !slices.Equal(nodes, ctlPodNodes(pods)) {
+		t.Errorf("members moved after a pod was recreated: %v, were %v", nodes, ctlPodNodes(pods))
+	}
+
+	// Scale 3 -> 2 removes x-2; 2 -> 3 brings it back on its old node.
+	kubectl(t, k, "scale", "fl/"+name, "-n", ns, "--replicas=2")
+	eventually(t, ctlMemberTimeout, "x-2 removed", func(ctx context.Context) error {
+		f, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if _, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "x-2", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("pod x-2 still there (%v)", err)
+		}
+		if len(f.Status.Members) != 2 || f.Status.ObservedGeneration != f.Generation {
+			return fmt.Errorf("members %v, observedGeneration %d of %d", ctlMemberNodes(f), f.Status.ObservedGeneration, f.Generation)
+		}
+		return nil
+	})
+	after := ctlMemberPods(t, ns, name)
+	if len(after) != 2 || after[0].UID != pods[0].UID || after[1].Spec.NodeName != pods[1].Spec.NodeName {
+		t.Errorf("after scaling down to 2: pods %v, want x-0 (unchanged) and x-1", ctlPodNames(after))
+	}
+	kubectl(t, k, "scale", "fl/"+name, "-n", ns, "--replicas=3")
+	got = ctlWaitAvailable(t, ns, name)
+	back := ctlMemberPods(t, ns, name)
+	if len(back) != 3 || back[2].Spec.NodeName != pods[2].Spec.NodeName || back[2].UID == pods[2].UID {
+		t.Errorf("after scaling up to 3: pods %v on %v, want a new x-2 on its old node %s", ctlPodNames(back), ctlPodNodes(back), pods[2].Spec.NodeName)
+	}
+	if nodes := ctlMemberNodes(got); !slices.Equal(nodes, ctlPodNodes(pods)) {
+		t.Errorf("members after scaling down and up: %v, want %v", nodes, ctlPodNodes(pods))
+	}
+
+	// Deleting the Flock: the garbage collector removes pods and Service.
+	if out := kubectl(t, k, "delete", "fl", name, "-n", ns); !strings.Contains(out, `flock.flock.dev "x" deleted`) {
+		t.Errorf("delete printed %q", out)
+	}
+	eventually(t, ctlMemberTimeout, "pods and Service garbage collected", func(ctx context.Context) error {
+		left, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(left.Items) > 0 {
+			return fmt.Errorf("pods left: %d", len(left.Items))
+		}
+		if _, err := env.Kube.CoreV1().Services(ns).Get(ctx, service, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Service %s still there (%v)", service, err)
+		}
+		return nil
+	})
+}
+
+// Parallel creates every member at once; `kubectl delete --cascade=orphan`
+// removes the Flock and leaves its pods and Service, released.
+func TestControllerParallelAndOrphan(t *testing.T) {
+	ns := newNamespace(t)
+	const name = "p"
+	f := newFlock(name, ns, 3)
+	f.Spec.PodManagementPolicy = flockv1alpha1.ParallelPodManagement
+	f.Spec.Template.Annotations = map[string]string{cluster.StartDelayAnnotation: "3s"}
+	rec := ctlWatchPods(t, ns)
+	createFlock(t, f)
+	ctlWaitAvailable(t, ns, name)
+
+	events := rec.events(t)
+	firstReady := slices.IndexFunc(events, func(e ctlPodEvent) bool { return e.Ready })
+	for i := range 3 {
+		pod := ctlMemberPodName(name, i)
+		added := slices.IndexFunc(events, func(e ctlPodEvent) bool { return e.Type == watch.Added && e.Name == pod })
+		if added < 0 || firstReady < 0 || added > firstReady {
+			t.Errorf("Parallel: %s added at event %d, the first pod Ready at event %d; want every pod created before any is Ready; events:\n%s", pod, added, firstReady, rec)
+		}
+	}
+
+	pods := ctlMemberPods(t, ns, name)
+	if len(pods) != 3 {
+		t.Fatalf("%d pods, want 3", len(pods))
+	}
+	// The garbage collector orphans the dependents (pods, Service and
+	// ControllerRevisions) and then removes the orphan finalizer.
+	out := kubectl(t, env.KubectlBuilt(), "delete", "fl", name, "-n", ns, "--cascade=orphan", "--wait=false")
+	if !strings.Contains(out, `flock.flock.dev "p" deleted`) {
+		t.Errorf("delete --cascade=orphan printed %q", out)
+	}
+	eventually(t, ctlMemberTimeout, "Flock gone after an orphaning delete", func(ctx context.Context) error {
+		f, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return nil
+		case err != nil:
+			return err
+		}
+		return fmt.Errorf("still there with finalizers %v (see the garbage collector in %s/kube-controller-manager.log)", f.Finalizers, env.LogDir())
+	})
+	// The orphan finalizer released them before the Flock went; give the
+	// garbage collector time to (wrongly) act on them anyway.
+	time.Sleep(3 * time.Second)
+	kept := ctlMemberPods(t, ns, name)
+	if len(kept) != 3 {
+		t.Fatalf("after an orphaning delete: pods %v, want all 3 kept", ctlPodNames(kept))
+	}
+	for i, p := range kept {
+		if p.UID != pods[i].UID || p.DeletionTimestamp != nil || len(p.OwnerReferences) != 0 {
+			t.Errorf("pod %s: uid %s (was %s), deleting %v, ownerReferences %v; want the same pod, kept and released",
+				p.Name, p.UID, pods[i].UID, p.DeletionTimestamp != nil, p.OwnerReferences)
+		}
+	}
+	svc, err := env.Kube.CoreV1().Services(ns).Get(ctxFor(t), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("Service after an orphaning delete: %v", err)
+	}
+	if svc.DeletionTimestamp != nil || len(svc.OwnerReferences) != 0 {
+		t.Errorf("Service: deleting %v, ownerReferences %v; want kept and released", svc.DeletionTimestamp != nil, svc.OwnerReferences)
+	}
+	// The orphans are this test's to remove.
+	if err := env.Kube.CoreV1().Pods(ns).DeleteCollection(ctxFor(t), metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Error(err)
+	}
+}
+
+// ctlCheckMemberPod checks what makes pod member ordinal of f on node: labels,
+// hostname and subdomain, the required node affinity, the data volume and
+// the controller ownerReference.
+func ctlCheckMemberPod(t *testing.T, pod *corev1.Pod, f *flockv1alpha1.Flock, ordinal int, node, service, volume string) {
+	t.Helper()
+	want := map[string]string{
+		"app":                        f.Name,
+		flockv1alpha1.LabelFlockName: f.Name,
+		flockv1alpha1.LabelOrdinal:   strconv.Itoa(ordinal),
+		flockv1alpha1.LabelPodName:   pod.Name,
+	}
+	for k, v := range want {
+		if pod.Labels[k] != v {
+			t.Errorf("pod %s: label %s=%q, want %q", pod.Name, k, pod.Labels[k], v)
+		}
+	}
+	if pod.Labels[flockv1alpha1.LabelRevision] == "" {
+		t.Errorf("pod %s: no %s label", pod.Name, flockv1alpha1.LabelRevision)
+	}
+	if pod.Spec.Hostname != pod.Name || pod.Spec.Subdomain != service {
+		t.Errorf("pod %s: hostname %q subdomain %q, want %q and %q", pod.Name, pod.Spec.Hostname, pod.Spec.Subdomain, pod.Name, service)
+	}
+	// One term: the template's expression AND the pin to the node.
+	wantTerms := []corev1.NodeSelectorTerm{{
+		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelOSStable, Operator: corev1.NodeSelectorOpIn, Values: []string{"linux"}}},
+		MatchFields:      []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{node}}},
+	}}
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil ||
+		fmt.Sprint(a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms) != fmt.Sprint(wantTerms) {
+		t.Errorf("pod %s: affinity %+v, want required terms %+v", pod.Name, a, wantTerms)
+	}
+	var data *corev1.Volume
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == volume {
+			data = &pod.Spec.Volumes[i]
+		}
+	}
+	wantPath := "/var/lib/flock/" + f.Namespace + "/" + f.Name
+	switch {
+	case data == nil:
+		t.Errorf("pod %s: no volume %q among %+v", pod.Name, volume, pod.Spec.Volumes)
+	case data.HostPath == nil || data.HostPath.Path != wantPath || data.HostPath.Type == nil || *data.HostPath.Type != corev1.HostPathDirectoryOrCreate:
+		t.Errorf("pod %s: volume %s is %+v, want hostPath %s DirectoryOrCreate", pod.Name, volume, data.VolumeSource, wantPath)
+	}
+	ctlCheckControllerRef(t, "pod "+pod.Name, pod.OwnerReferences, f)
+}
+
+// ctlCheckControllerRef checks that refs are exactly one controller reference
+// to Flock f.
+func ctlCheckControllerRef(t *testing.T, what string, refs []metav1.OwnerReference, f *flockv1alpha1.Flock) {
+	t.Helper()
+	if len(refs) != 1 {
+		t.Errorf("%s: ownerReferences %+v, want one to Flock %s", what, refs, f.Name)
+		return
+	}
+	r := refs[0]
+	if r.APIVersion != "flock.dev/v1alpha1" || r.Kind != "Flock" || r.Name != f.Name || r.UID != f.UID ||
+		r.Controller == nil || !*r.Controller || r.BlockOwnerDeletion == nil || !*r.BlockOwnerDeletion {
+		t.Errorf("%s: ownerReference %+v, want controller (blocking deletion) Flock %s uid %s", what, r, f.Name, f.UID)
+	}
+}
+
+// ctlWaitAvailable waits until Flock ns/name is Available for its generation
+// with every member recorded and Ready, and returns it.
+func ctlWaitAvailable(t *testing.T, ns, name string) *flockv1alpha1.Flock {
+	t.Helper()
+	var got *flockv1alpha1.Flock
+	eventually(t, ctlMemberTimeout, fmt.Sprintf("Flock %s/%s Available", ns, name), func(ctx context.Context) error {
+		f, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := ctlAvailableErr(f); err != nil {
+			return err
+		}
+		got = f
+		return nil
+	})
+	return got
+}
+
+// ctlAvailableErr says why f is not Available with all its members Ready, or nil.
+func ctlAvailableErr(f *flockv1alpha1.Flock) error {
+	replicas := int32(1)
+	if f.Spec.Replicas != nil {
+		replicas = *f.Spec.Replicas
+	}
+	var available *metav1.Condition
+	for i := range f.Status.Conditions {
+		if f.Status.Conditions[i].Type == flockv1alpha1.FlockAvailable {
+			available = &f.Status.Conditions[i]
+		}
+	}
+	if f.Status.ObservedGeneration != f.Generation || available == nil || available.Status != metav1.ConditionTrue ||
+		f.Status.ReadyReplicas != replicas || int32(len(f.Status.Members)) != replicas {
+		return fmt.Errorf("observedGeneration %d of %d, Available %+v, %d ready, members %+v",
+			f.Status.ObservedGeneration, f.Generation, available, f.Status.ReadyReplicas, f.Status.Members)
+	}
+	for i, m := range f.Status.Members {
+		if m.Ordinal != int32(i) || !m.Ready {
+			return fmt.Errorf("members %+v", f.Status.Members)
+		}
+	}
+	return nil
+}
+
+// ctlMemberNodes returns the node of each member, in ordinal order.
+func ctlMemberNodes(f *flockv1alpha1.Flock) []string {
+	var nodes []string
+	for _, m := range f.Status.Members {
+		nodes = append(nodes, m.Node)
+	}
+	return nodes
+}
+
+// ctlMemberPods returns the pods named <name>-<ordinal> in ns, by ordinal.
+func ctlMemberPods(t *testing.T, ns, name string) []*corev1.Pod {
+	t.Helper()
+	list, err := env.Kube.CoreV1().Pods(ns).List(ctxFor(t), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pods []*corev1.Pod
+	for i := range list.Items {
+		if strings.HasPrefix(list.Items[i].Name, name+"-") {
+			pods = append(pods, &list.Items[i])
+		}
+	}
+	slices.SortFunc(pods, func(a, b *corev1.Pod) int { return ctlOrdinalOf(a.Name) - ctlOrdinalOf(b.Name) })
+	return pods
+}
+
+// ctlMemberPodName is <flock>-<ordinal>.
+func ctlMemberPodName(flock string, ordinal int) string { return flock + "-" + strconv.Itoa(ordinal) }
+
+func ctlOrdinalOf(pod string) int {
+	n, _ := strconv.Atoi(pod[strings.LastIndexByte(pod, '-')+1:])
+	return n
+}
+
+func ctlPodNames(pods []*corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func ctlPodNodes(pods []*corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Spec.NodeName)
+	}
+	return out
+}
+
+func ctlPodReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func ctlMapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if bv, ok := b[k]; !ok || bv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// ctlDeleteFlock deletes Flock ns/name (background propagation) and waits
+// until it is gone, so that it holds no node, and with waitPods until the
+// garbage collector has removed its pods too. (The collector notices a new
+// API group only at its next discovery, up to 30s after the cluster came
+// up, so the first wait for pods in a run can take that long.)
+func ctlDeleteFlock(t *testing.T, ns, name string, waitPods bool) {
+	t.Helper()
+	bg := metav1.DeletePropagationBackground
+	if err := env.Flock.FlockV1alpha1().Flocks(ns).Delete(ctxFor(t), name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	eventually(t, ctlMemberTimeout, fmt.Sprintf("Flock %s/%s gone (and its pods: %v)", ns, name, waitPods), func(ctx context.Context) error {
+		if _, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("Flock still there (%v)", err)
+		}
+		if !waitPods {
+			return nil
+		}
+		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: flockv1alpha1.LabelFlockName + "=" + name})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) > 0 {
+			return fmt.Errorf("%d pods left", len(pods.Items))
+		}
+		return nil
+	})
+}
+
+// ctlPodEvent is one pod watch event, reduced to what the tests look at.
+type ctlPodEvent struct {
+	Type  watch.EventType
+	Name  string
+	UID   types.UID
+	Node  string
+	Ready bool
+	At    time.Time
+}
+
+// ctlPodRecorder records the pod events of a namespace from a watch.
+type ctlPodRecorder struct {
+	mu     sync.Mutex
+	list   []ctlPodEvent
+	closed error
+}
+
+// ctlWatchPods records every pod event in ns from now until the test ends.
+func ctlWatchPods(t *testing.T, ns string) *ctlPodRecorder {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	list, err := env.Kube.CoreV1().Pods(ns).List(ctxFor(t), metav1.ListOptions{})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	w, err := env.Kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	r := &ctlPodRecorder{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				r.mu.Lock()
+				r.closed = fmt.Errorf("watch event %s: %v", ev.Type, ev.Object)
+				r.mu.Unlock()
+				continue
+			}
+			r.mu.Lock()
+			r.list = append(r.list, ctlPodEvent{Type: ev.Type, Name: pod.Name, UID: pod.UID, Node: pod.Spec.NodeName, Ready: ctlPodReady(pod), At: time.Now()})
+			r.mu.Unlock()
+		}
+		r.mu.Lock()
+		if r.closed == nil && ctx.Err() == nil {
+			r.closed = fmt.Errorf("the pod watch of %s ended early", ns)
+		}
+		r.mu.Unlock()
+	}()
+	t.Cleanup(func() {
+		w.Stop()
+		cancel()
+		<-done
+	})
+	return r
+}
+
+// events returns the events so far. A watch that ended early or reported
+// an error makes the caller's checks meaningless, so it fails the test.
+func (r *ctlPodRecorder) events(t *testing.T) []ctlPodEvent {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed != nil {
+		t.Fatalf("pod watch: %v", r.closed)
+	}
+	return slices.Clone(r.list)
+}
+
+// String lists the events, one a line.
+func (r *ctlPodRecorder) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for _, e := range r.list {
+		fmt.Fprintf(&b, "  %s %s %s uid=%s node=%q ready=%v\n", e.At.Format("15:04:05.000"), e.Type, e.Name, e.UID, e.Node, e.Ready)
+	}
+	return b.String()
+}

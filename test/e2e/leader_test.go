@@ -1,0 +1,249 @@
+package e2e
+
+// Issue 5, leader election: two flock-apiservers sharing one external etcd
+// run one controller between them (Lease flock-system/flock-controller);
+// when the leader is killed the other takes the Lease and carries on, with
+// no member duplicated or lost.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"flock.dev/flock/test/cluster"
+)
+
+const (
+	leaderLeaseNamespace = "flock-system"
+	leaderLeaseName      = "flock-controller"
+	// leaderRestartTimeout bounds starting or restarting one flock-apiserver.
+	leaderRestartTimeout = 3 * time.Minute
+)
+
+var (
+	leaderBecameRE = regexp.MustCompile(`"Became leader; starting the Flock controller".* identity="([^"]+)"`)
+	leaderOtherRE  = regexp.MustCompile(`"Another replica leads the Flock controller".* leader="([^"]+)"`)
+)
+
+func TestControllerLeaderElection(t *testing.T) {
+	// The servers log pod creations (-v=2) and hand over faster than the
+	// defaults (15s, 10s, 2s) would.
+	ctx := ctxFor(t)
+	etcd, err := env.StartEtcd(ctx, "etcd-leader-election")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := etcd.Stop(cluster.DefaultStopGrace); err != nil {
+			t.Error(err)
+		}
+	})
+	shared := []string{
+		"--etcd-servers=" + etcd.URL, "-v=2",
+		"--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=8s", "--leader-elect-retry-period=1s",
+	}
+
+	// The main server (the one behind the APIService, so that kubectl and
+	// the garbage collector see the shared store) is stopped first, so that
+	// the extra server A is the leader when the main one comes back on the
+	// shared etcd as B; it is restored as it was when the test ends.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), leaderRestartTimeout)
+		defer cancel()
+		if _, err := env.RestartFlockAPIServer(ctx, strings.Fields(os.Getenv("FLOCK_E2E_FLOCK_ARGS"))); err != nil {
+			t.Errorf("restoring the main flock-apiserver: %v", err)
+		}
+	})
+	if err := env.FlockProcess().Stop(cluster.DefaultStopGrace); err != nil {
+		t.Fatal(err)
+	}
+	startCtx, cancel := context.WithTimeout(t.Context(), leaderRestartTimeout)
+	defer cancel()
+	a, err := env.StartExtraFlockAPIServer(startCtx, "flock-apiserver-leader-a", shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Stop(cluster.DefaultStopGrace) })
+	idA := leaderWaitLog(t, a.LogFile, leaderBecameRE, 60*time.Second)
+	if holder := leaderLeaseHolder(t); holder != idA {
+		t.Fatalf("Lease holder %q, but A (pid %d) logged that it leads as %q", holder, a.PID(), idA)
+	}
+	b, err := env.RestartFlockAPIServer(startCtx, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if led := leaderWaitLog(t, b.LogFile, leaderOtherRE, 60*time.Second); led != idA {
+		t.Fatalf("B (pid %d) reports leader %q, want A's %q", b.PID(), led, idA)
+	}
+
+	// An OrderedReady Flock whose pods turn Ready 4s after they start: A
+	// creates lead-0 and is killed long before lead-0 is Ready.
+	ns := newNamespace(t)
+	const name = "lead"
+	f := newFlock(name, ns, 3)
+	f.Spec.Template.Annotations = map[string]string{cluster.StartDelayAnnotation: "4s"}
+	rec := ctlWatchPods(t, ns)
+	createFlock(t, f)
+	eventually(t, 30*time.Second, "lead-0 created", func(context.Context) error {
+		if !slices.ContainsFunc(rec.events(t), func(e ctlPodEvent) bool { return e.Name == "lead-0" }) {
+			return fmt.Errorf("no event for lead-0 yet")
+		}
+		return nil
+	})
+	createdRE := regexp.MustCompile(`"Created member pod".* pod="` + regexp.QuoteMeta(ns) + `/(` + name + `-\d+)"`)
+	if got := leaderWaitLog(t, a.LogFile, createdRE, 5*time.Second); got != "lead-0" {
+		t.Fatalf("A logged creating %s first, want lead-0", got)
+	}
+	if err := a.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	t.Logf("SIGKILLed leader A (pid %d): %v", a.PID(), a.ExitErr())
+	if evs := rec.events(t); slices.ContainsFunc(evs, func(e ctlPodEvent) bool { return e.Name != "lead-0" }) {
+		t.Fatalf("pods other than lead-0 existed before A was killed:\n%s", rec)
+	}
+
+	// B takes over. On every look until the Flock is Available: no pod
+	// without a recorded member, no pod off its member's node, no ordinal
+	// or node recorded twice.
+	var final *corev1.PodList
+	eventually(t, ctlMemberTimeout, "Flock Available after the handover", func(ctx context.Context) error {
+		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		fl, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		ords, nodes := map[int32]string{}, map[string]int32{}
+		for _, m := range fl.Status.Members {
+			if _, dup := ords[m.Ordinal]; dup {
+				t.Errorf("ordinal %d recorded twice: %+v", m.Ordinal, fl.Status.Members)
+			}
+			if o, dup := nodes[m.Node]; dup {
+				t.Errorf("node %s holds members %d and %d", m.Node, o, m.Ordinal)
+			}
+			ords[m.Ordinal], nodes[m.Node] = m.Node, m.Ordinal
+		}
+		for _, p := range pods.Items {
+			node, ok := ords[int32(ctlOrdinalOf(p.Name))]
+			switch {
+			case !ok:
+				t.Errorf("pod %s exists without a member: %+v", p.Name, fl.Status.Members)
+			case p.Spec.NodeName != "" && p.Spec.NodeName != node:
+				t.Errorf("pod %s runs on %s, its member is on %s", p.Name, p.Spec.NodeName, node)
+			}
+		}
+		if t.Failed() {
+			t.FailNow()
+		}
+		if err := ctlAvailableErr(fl); err != nil {
+			return err
+		}
+		final = pods
+		return nil
+	})
+	t.Logf("Available %v after the kill", time.Since(killed).Round(time.Millisecond))
+
+	idB := leaderWaitLog(t, b.LogFile, leaderBecameRE, 5*time.Second)
+	if holder := leaderLeaseHolder(t); holder != idB || idB == idA {
+		t.Errorf("Lease holder %q after the kill, want B's identity %q (A was %q)", holder, idB, idA)
+	}
+
+	// Each pod was created once, and by the leader of the time: lead-0 by
+	// A, the others by B after it became leader.
+	if len(final.Items) != 3 {
+		t.Errorf("%d pods, want 3", len(final.Items))
+	}
+	evs := rec.events(t)
+	for i := range 3 {
+		pod := ctlMemberPodName(name, i)
+		var adds int
+		for _, e := range evs {
+			if e.Name == pod && e.Type == watch.Added {
+				adds++
+			}
+			if e.Type == watch.Deleted {
+				t.Errorf("pod %s deleted during the handover", e.Name)
+			}
+		}
+		if adds != 1 {
+			t.Errorf("pod %s created %d times, want once; events:\n%s", pod, adds, rec)
+		}
+	}
+	aLog, bLog := leaderLogRun(t, a.LogFile), leaderLogRun(t, b.LogFile)
+	if got := leaderMatchAll(createdRE, aLog); !slices.Equal(got, []string{"lead-0"}) {
+		t.Errorf("A created %v, want [lead-0]", got)
+	}
+	bLead := leaderBecameRE.FindStringIndex(bLog)
+	if got := leaderMatchAll(createdRE, bLog); !slices.Equal(got, []string{"lead-1", "lead-2"}) {
+		t.Errorf("B created %v, want [lead-1 lead-2]", got)
+	} else if first := createdRE.FindStringIndex(bLog); bLead == nil || first[0] < bLead[0] {
+		t.Errorf("B created a pod before it became leader:\n%s", bLog)
+	}
+
+	ctlDeleteFlock(t, ns, name, true)
+}
+
+// leaderLeaseHolder is the holder of the controller's Lease.
+func leaderLeaseHolder(t *testing.T) string {
+	t.Helper()
+	l, err := env.Kube.CoordinationV1().Leases(leaderLeaseNamespace).Get(ctxFor(t), leaderLeaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// leaderLogRun returns the part of a harness log written by the latest process
+// (after the last "=== <time>: <command>" line the harness writes at each start).
+func leaderLogRun(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(data)
+	if i := strings.LastIndex(s, "\n=== "); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+// leaderWaitLog waits until the latest run in a log has a line matching re
+// and returns the first submatch of the first such line.
+func leaderWaitLog(t *testing.T, path string, re *regexp.Regexp, timeout time.Duration) string {
+	t.Helper()
+	var got string
+	eventually(t, timeout, fmt.Sprintf("a line matching %q in %s", re, path), func(context.Context) error {
+		m := re.FindStringSubmatch(leaderLogRun(t, path))
+		if m == nil {
+			return fmt.Errorf("none yet")
+		}
+		got = m[1]
+		return nil
+	})
+	return got
+}
+
+// leaderMatchAll returns the first submatch of every match of re in s.
+func leaderMatchAll(re *regexp.Regexp, s string) []string {
+	var out []string
+	for _, m := range re.FindAllStringSubmatch(s, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
