@@ -354,3 +354,60 @@ func podTemplate(app string) *corev1apply.PodTemplateSpecApplyConfiguration {
 		WithLabels(map[string]string{"app": app}).
 		WithSpec(corev1apply.PodSpec().WithContainers(corev1apply.Container().WithName("db").WithImage("postgres:16")))
 }
+
+// TestProtobufClientsGetJSON checks that a client preferring protobuf (as the
+// namespace controller and the garbage collector do) gets JSON: the Flock
+// types have no protobuf encoding, and a 406 would block namespace deletion.
+func TestProtobufClientsGetJSON(t *testing.T) {
+	s := startServer(t)
+	ctx := ctxT(t)
+	if _, err := s.client().FlockV1alpha1().Flocks(ns).Create(ctx, newFlock("pb", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	client, err := rest.HTTPClientFor(s.config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, url := range []string{
+		s.config.Host + "/apis/flock.dev/v1alpha1/namespaces/default/flocks",
+		s.config.Host + "/apis/flock.dev/v1alpha1/namespaces/default/flocks/pb",
+	} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req.Header.Set("Accept", "application/vnd.kubernetes.protobuf, */*")
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+			t.Errorf("GET %s preferring protobuf: %d %s: %s", url, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+	}
+	// The metadata-only form the namespace controller asks for.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.config.Host+"/apis/flock.dev/v1alpha1/namespaces/default/flocks", nil)
+	req.Header.Set("Accept", "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// PartialObjectMetadataList has a protobuf encoding, so either form is fine.
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "PartialObjectMetadataList") {
+		t.Errorf("metadata list preferring protobuf: %d: %q", resp.StatusCode, body)
+	}
+	// DeleteCollection answers with the deleted Flocks: the namespace
+	// controller calls it preferring protobuf.
+	req, _ = http.NewRequestWithContext(ctx, http.MethodDelete, s.config.Host+"/apis/flock.dev/v1alpha1/namespaces/default/flocks", nil)
+	req.Header.Set("Accept", "application/vnd.kubernetes.protobuf, */*")
+	resp, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"name":"pb"`) {
+		t.Errorf("deletecollection preferring protobuf: %d: %q", resp.StatusCode, body)
+	}
+}

@@ -1,6 +1,7 @@
 package flock
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -50,7 +51,7 @@ func RevisionName(flockName, revision string) string {
 // number, labelled flock.dev/name and controller-revision-hash, and
 // controlled by f. Its data is the template as JSON.
 func NewControllerRevision(f *v1alpha1.Flock, template *corev1.PodTemplateSpec, revision string, number int64) *appsv1.ControllerRevision {
-	data, err := json.Marshal(template)
+	data, err := canonicalJSON(template)
 	if err != nil {
 		panic(err) // see Revision
 	}
@@ -256,4 +257,24 @@ func podFailure(pod *corev1.Pod) string {
 		}
 	}
 	return ""
+}
+
+// canonicalJSON encodes v as JSON with object keys sorted. kube-apiserver
+// stores a ControllerRevision's data in that form after any patch (the
+// garbage collector patches ownerReferences when it orphans), and its
+// validation compares data byte for byte: data in Go field order would make
+// every such patch fail as "field is immutable".
+func canonicalJSON(v interface{}) ([]byte, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	// UseNumber keeps integers exact (no float64 round trip).
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var generic interface{}
+	if err := dec.Decode(&generic); err != nil {
+		return nil, err
+	}
+	return json.Marshal(generic)
 }
