@@ -492,6 +492,78 @@ func TestLifecycleScaleDownDeletesData(t *testing.T) {
 	}
 }
 
+// Deleting a Flock with whenDeleted: Delete: the finalizer holds it while
+// the controller deletes the member pods, then runs a helper on each
+// member's node (never while that member's pod is still there); the Flock
+// goes once every helper has succeeded and is deleted.
+func TestLifecycleDeleteRemovesData(t *testing.T) {
+	ns := newNamespace(t)
+	lcNodes(t, ns, 2)
+	const name = "x"
+	f := lcFlock(name, ns, 2)
+	f.Spec.Storage.Retention.WhenDeleted = flockv1alpha1.DeleteRetentionPolicy
+	createFlock(t, f)
+	before := ctlWaitAvailable(t, ns, name)
+	if !slices.Contains(before.Finalizers, flockv1alpha1.FinalizerDataCleanup) {
+		t.Fatalf("finalizers %v, want %s", before.Finalizers, flockv1alpha1.FinalizerDataCleanup)
+	}
+	dataPath := lcDataPath(ctlMemberPods(t, ns, name)[0], "data")
+	rec := lcWatchPods(t, ns, "")
+
+	if err := env.Flock.FlockV1alpha1().Flocks(ns).Delete(ctxFor(t), name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, lcTimeout, "the Flock, its pods and cleanup pods gone", func(ctx context.Context) error {
+		if _, err := lcGet(ctx, ns, name); err == nil {
+			return fmt.Errorf("the Flock is still there")
+		}
+		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items) != 0 {
+			return fmt.Errorf("%d pods left", len(pods.Items))
+		}
+		return nil
+	})
+
+	events := rec.events(t)
+	for ord, m := range before.Status.Members {
+		helper, member := fmt.Sprintf("x-%d-cleanup", ord), fmt.Sprintf("x-%d", ord)
+		added := slices.IndexFunc(events, func(e lcPodEvent) bool { return e.Type == watch.Added && e.Pod.Name == helper })
+		succeeded := slices.IndexFunc(events, func(e lcPodEvent) bool { return e.Pod.Name == helper && e.Pod.Status.Phase == corev1.PodSucceeded })
+		gone := slices.IndexFunc(events, func(e lcPodEvent) bool { return e.Type == watch.Deleted && e.Pod.Name == member })
+		if added < 0 || succeeded < 0 || gone < 0 || added < gone {
+			t.Errorf("member %d: pod deleted at event %d, helper added at %d, succeeded at %d; events:\n%s", ord, gone, added, succeeded, rec)
+			continue
+		}
+		if p := events[added].Pod; p.Spec.NodeName != m.Node || lcDataPath(p, "data") != dataPath {
+			t.Errorf("%s on %s mounting %q, want node %s and %s", helper, p.Spec.NodeName, lcDataPath(p, "data"), m.Node, dataPath)
+		}
+	}
+
+	// In a namespace being deleted no cleanup pod can start: the cleanup is
+	// skipped, so that neither the Flock nor the namespace is stuck.
+	t.Run("namespace deleted", func(t *testing.T) {
+		ns2 := newNamespace(t)
+		f := lcFlock(name, ns2, 1)
+		f.Spec.Placement.NodeSelector = map[string]string{lcPoolLabel: ns}
+		f.Spec.Storage.Retention.WhenDeleted = flockv1alpha1.DeleteRetentionPolicy
+		createFlock(t, f)
+		ctlWaitAvailable(t, ns2, name)
+		if err := env.Kube.CoreV1().Namespaces().Delete(ctxFor(t), ns2, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, lcTimeout, "namespace "+ns2+" gone", func(ctx context.Context) error {
+			n, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns2, metav1.GetOptions{})
+			if err == nil {
+				return fmt.Errorf("namespace %s: %+v", n.Status.Phase, n.Status.Conditions)
+			}
+			return nil
+		})
+	})
+}
+
 // Deleting a member's node: under Reassign (afterSeconds 10) the member
 // moves to the spare node, not before 10s, records it in status and an
 // event; under Wait it stays, and status says why and since when.

@@ -88,7 +88,9 @@ func (fc *defaultFlockControl) setFinalizer(ctx context.Context, f *v1alpha1.Flo
 // deleted with orphaned dependents keeps all its data: its pods live on.
 // Helpers that no cleanup needs any more are deleted, except one a member
 // scaled back up waits for (the member starts once it is done). Nothing is
-// done for a Flock being deleted that does not carry the finalizer.
+// done for a Flock being deleted that does not carry the finalizer. In a
+// namespace being deleted no helper can start: the cleanup is skipped with
+// an event, so that the Flock, and the namespace, can go.
 func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMember, pods map[int32]*corev1.Pod, nodes map[string]*corev1.Node, now time.Time) (cleanupOutcome, error) {
 	out := cleanupOutcome{pending: map[int32]bool{}, done: map[int32]string{}, messages: map[int32]string{}}
 	deleting := f.DeletionTimestamp != nil
@@ -190,6 +192,15 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 					"removing data directory %s of member %d on node %s with pod %s", path, ord, m.Node, name)
 			case apierrors.IsAlreadyExists(err):
 				// The cache is behind; the pod's event brings us back.
+			case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+				// No pod can start in a namespace being deleted: waiting would
+				// hold the Flock, and so the namespace, forever.
+				delete(out.pending, ord)
+				out.done[ord] = m.Node
+				fc.event(f, corev1.EventTypeWarning, "DataCleanupSkipped",
+					"namespace %s is being deleted, so no cleanup pod can run: data directory %s of member %d on node %s is not removed",
+					f.Namespace, path, ord, m.Node)
+				continue
 			default:
 				fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create cleanup Pod %s on node %s failed: %v", name, m.Node, err)
 				errs = append(errs, fmt.Errorf("creating cleanup pod %s/%s: %w", f.Namespace, name, err))

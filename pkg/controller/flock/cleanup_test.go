@@ -1,11 +1,13 @@
 package flock
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
@@ -349,5 +351,24 @@ func TestFinalizerFollowsRetention(t *testing.T) {
 	f.mustSync("pg")
 	if fl := f.getFlock("pg"); !slices.Equal(fl.Finalizers, []string{"example.com/other"}) {
 		t.Fatalf("finalizers = %v", fl.Finalizers)
+	}
+}
+
+func TestCleanupSkippedInTerminatingNamespace(t *testing.T) {
+	f := newFixture(t, "n-a")
+	f.createFlock(withRetention(newFlock("pg", 1), v1alpha1.RetainRetentionPolicy, v1alpha1.DeleteRetentionPolicy))
+	f.settle("pg")
+	f.deleteFlock("pg")
+	f.mustSync("pg") // deletes pg-0
+	// As the NamespaceLifecycle admission plugin refuses it.
+	terminating := apierrors.NewForbidden(podResource, "pg-0-cleanup", errors.New("unable to create new content in namespace db because it is being terminated"))
+	terminating.ErrStatus.Details.Causes = append(terminating.ErrStatus.Details.Causes, metav1.StatusCause{Type: corev1.NamespaceTerminatingCause})
+	f.members.failNext("CreatePod", 1, terminating)
+	f.mustSync("pg")
+	if f.flockExists("pg") {
+		t.Fatal("the Flock is held in a namespace being deleted")
+	}
+	if !hasEvent(f.events(), "Warning DataCleanupSkipped", "namespace db is being deleted", "/var/lib/flock/db/pg", "n-a") {
+		t.Error("no DataCleanupSkipped event")
 	}
 }
