@@ -140,8 +140,12 @@ func createAndWait(ctx context.Context, o options) (*flockv1alpha1.Flock, error)
 		return nil, err
 	}
 	lister := informer.Lister()
-	factory.Start(ctx.Done())
+	// Stop the informer before waiting for it to shut down (deferred calls
+	// run last-in first-out).
+	informerCtx, stopInformer := context.WithCancel(ctx)
+	factory.Start(informerCtx.Done())
 	defer factory.Shutdown()
+	defer stopInformer()
 	if !cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced) {
 		return nil, fmt.Errorf("the Flock informer did not sync: %w", context.Cause(ctx))
 	}

@@ -40,9 +40,14 @@ func TestGoClientExample(t *testing.T) {
 		return runTool(t, 2*time.Minute, t.TempDir(), nil, bin, append([]string{"--kubeconfig=" + env.KubeconfigPath, "--namespace=" + ns}, args...)...)
 	}
 
-	out, err := run("--name=from-go", "--replicas=2", "--timeout=90s")
+	start := time.Now()
+	out, err := run("--name=from-go", "--replicas=2", "--timeout=100s")
 	if err != nil {
 		t.Fatalf("create-and-wait: %v\n%s", err, out)
+	}
+	// It returns as soon as the Flock is Available, not at its timeout.
+	if took := time.Since(start); took > 60*time.Second {
+		t.Errorf("create-and-wait took %v", took)
 	}
 	f := getFlock(t, ns, "from-go")
 	if err := flockAvailableErr(f); err != nil {
