@@ -198,8 +198,24 @@ func checkHardenedPod(t *testing.T, spec corev1.PodSpec) {
 	}
 }
 
+// requireBaseDeployment fails the test with the reason when the kustomize base
+// does not list the Deployment and its claim (the overlays patch them).
+func requireBaseDeployment(t *testing.T) {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(env.RepoRoot(), "artifacts/deploy/base/kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"deployment.yaml", "persistentvolumeclaim-etcd.yaml"} {
+		if !regexp.MustCompile(`(?m)^- ` + regexp.QuoteMeta(f) + `$`).Match(data) {
+			t.Fatalf("artifacts/deploy/base/kustomization.yaml does not list %s: the production overlay patches the base's Deployment", f)
+		}
+	}
+}
+
 // Each overlay (and the base) renders with both kubectls to what it promises.
 func TestKustomizeRenders(t *testing.T) {
+	requireBaseDeployment(t)
 	forEachKubectl(t, func(t *testing.T, k cluster.Kubectl) {
 		root := env.RepoRoot()
 
@@ -305,6 +321,38 @@ func TestKustomizeRenders(t *testing.T) {
 				t.Errorf("PodDisruptionBudget = %+v (selector err %v)", pdb.Spec, err)
 			}
 		})
+
+		// The cert-manager way (rendered only: the local control plane has
+		// no cert-manager CRDs).
+		t.Run("cert-manager example", func(t *testing.T) {
+			r := renderKustomize(t, k, filepath.Join(root, "examples/cert-manager"))
+			checkRegistration(t, r)
+			var d appsv1.Deployment
+			r.into(t, deploymentKey, &d)
+			secret := ""
+			for _, v := range d.Spec.Template.Spec.Volumes {
+				if v.Name == "serving-cert" && v.Secret != nil {
+					secret = v.Secret.SecretName
+				}
+			}
+			cert := r["Certificate/flock-system/flock-apiserver-serving-cert"]
+			if cert == nil {
+				t.Fatalf("no serving Certificate in %v", r.keys())
+			}
+			certSecret, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+			dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+			issuer, _, _ := unstructured.NestedString(cert.Object, "spec", "issuerRef", "name")
+			if certSecret != secret || !slices.Contains(dnsNames, "flock-apiserver.flock-system.svc") || r["Issuer/flock-system/"+issuer] == nil {
+				t.Errorf("Certificate secret %q (Deployment mounts %q), dnsNames %v, issuer %q", certSecret, secret, dnsNames, issuer)
+			}
+			api := r[apiServiceKey]
+			if got := api.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != "flock-system/flock-apiserver-serving-cert" {
+				t.Errorf("APIService inject-ca-from = %q", got)
+			}
+			if _, found, _ := unstructured.NestedFieldNoCopy(api.Object, "spec", "caBundle"); found {
+				t.Error("the APIService carries a caBundle that re-applying would reset over the injected one")
+			}
+		})
 	})
 }
 
@@ -317,6 +365,7 @@ func TestKustomizeRenders(t *testing.T) {
 //     cannot be dry-run over the dev registration: turning the live
 //     ExternalName Service into a ClusterIP one is a delete and create.)
 func TestKustomizeDryRunServer(t *testing.T) {
+	requireBaseDeployment(t)
 	root := env.RepoRoot()
 	certDir := filepath.Join(t.TempDir(), "deploy")
 	if out, err := runTool(t, time.Minute, root, nil, filepath.Join(root, "hack", "gen-serving-cert.sh"), "--overlay", "production", "--out", certDir); err != nil {
@@ -423,6 +472,7 @@ func mustSystemKubectl(t *testing.T, c *cluster.Cluster) cluster.Kubectl {
 // flock-apiserver serves it and a client trusting the caBundle accepts it.
 // Re-running renews the certificate and keeps the CA.
 func TestGenServingCert(t *testing.T) {
+	requireBaseDeployment(t)
 	script := filepath.Join(env.RepoRoot(), "hack", "gen-serving-cert.sh")
 	out := filepath.Join(t.TempDir(), "deploy")
 	if o, err := runTool(t, time.Minute, t.TempDir(), nil, script, "--overlay", "production", "--out", out); err != nil {
