@@ -62,6 +62,9 @@ type Options struct {
 	LeaderElection componentbaseconfig.LeaderElectionConfiguration
 	// CleanupImage is the image of the helper pod that removes data directories.
 	CleanupImage string
+	// RolloutHaltAfter is how long a new-revision pod may stay not Ready
+	// before a rolling update is reported halted.
+	RolloutHaltAfter time.Duration
 	// Standalone serves without any core cluster: no delegated authentication
 	// or authorization, no admission, no controller. FOR TESTS ONLY.
 	Standalone bool
@@ -106,8 +109,9 @@ func NewOptions() *Options {
 			ResourceName:      "flock-controller",
 			ResourceNamespace: "flock-system",
 		},
-		CleanupImage: "busybox:1.36",
-		Logs:         logs.NewOptions(),
+		CleanupImage:     "busybox:1.36",
+		RolloutHaltAfter: 30 * time.Second,
+		Logs:             logs.NewOptions(),
 	}
 	capacity.Register(o.RecommendedOptions.Admission.Plugins)
 	o.RecommendedOptions.Admission.RecommendedPluginOrder = append(o.RecommendedOptions.Admission.RecommendedPluginOrder, capacity.PluginName)
@@ -150,6 +154,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of the controller's client of the core cluster.")
 	fs.StringVar(&o.CleanupImage, "cleanup-image", o.CleanupImage,
 		"Image of the helper pod that removes a member's data directory under the Delete retention policy.")
+	fs.DurationVar(&o.RolloutHaltAfter, "rollout-halt-after", o.RolloutHaltAfter,
+		"How long a pod of a rolling update's new revision may stay not Ready before the rollout is reported halted (condition Progressing=False, reason RolloutHalted).")
 	options.BindLeaderElectionFlags(&o.LeaderElection, fss.FlagSet("leader election"))
 
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
@@ -218,6 +224,9 @@ func (o *Options) Validate() error {
 		if le.ResourceName == "" || le.ResourceNamespace == "" {
 			errs = append(errs, fmt.Errorf("--leader-elect-resource-name and --leader-elect-resource-namespace are required with --leader-elect"))
 		}
+	}
+	if o.RolloutHaltAfter <= 0 {
+		errs = append(errs, fmt.Errorf("--rollout-halt-after must be positive, got %s", o.RolloutHaltAfter))
 	}
 	if o.CleanupImage == "" {
 		errs = append(errs, fmt.Errorf("--cleanup-image is required"))

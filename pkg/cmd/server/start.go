@@ -112,10 +112,11 @@ func (o *Options) Config() (*apiserver.Config, error) {
 			Controller: apiserver.ControllerConfig{
 				Enabled: o.ControllerEnabled(ControllerFlock),
 				Options: flockcontroller.Options{
-					ClusterDomain: o.ClusterDomain,
-					DataRoot:      o.DataRoot,
-					CleanupImage:  o.CleanupImage,
-					Workers:       o.Workers,
+					ClusterDomain:    o.ClusterDomain,
+					DataRoot:         o.DataRoot,
+					CleanupImage:     o.CleanupImage,
+					RolloutHaltAfter: o.RolloutHaltAfter,
+					Workers:          o.Workers,
 				},
 				QPS:            o.KubeAPIQPS,
 				Burst:          o.KubeAPIBurst,

@@ -5,6 +5,7 @@ package flock
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"flock.dev/flock/pkg/apis/flock"
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/pkg/apis/flock/validation"
 )
 
@@ -54,6 +56,12 @@ func (flockStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	f.Generation = 1
 	if f.Spec.ServiceName == "" {
 		f.Spec.ServiceName = f.Name
+	}
+	// A Flock that deletes data must not vanish before its cleanup runs,
+	// even if it is deleted before the controller first sees it.
+	if (f.Spec.Storage.Retention.WhenDeleted == flock.DeleteRetentionPolicy || f.Spec.Storage.Retention.WhenScaled == flock.DeleteRetentionPolicy) &&
+		!slices.Contains(f.Finalizers, v1alpha1.FinalizerDataCleanup) {
+		f.Finalizers = append(f.Finalizers, v1alpha1.FinalizerDataCleanup)
 	}
 }
 

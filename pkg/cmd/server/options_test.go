@@ -1,0 +1,115 @@
+package server
+
+import (
+	"github.com/spf13/pflag"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestOptionsValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*Options)
+		errs   []string // substrings that must all appear; none means valid
+	}{
+		{"defaults", func(*Options) {}, nil},
+		{"external etcd", func(o *Options) {
+			o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList = []string{"http://127.0.0.1:2379"}
+			o.EmbeddedEtcd.DataDir = "" // unused with external etcd
+		}, nil},
+		{"embedded without data dir", func(o *Options) { o.EmbeddedEtcd.DataDir = "" }, []string{"--embedded-etcd-data-dir is required"}},
+		{"same etcd ports", func(o *Options) { o.EmbeddedEtcd.PeerPort = o.EmbeddedEtcd.ClientPort }, []string{"must differ"}},
+		{"bad port", func(o *Options) { o.EmbeddedEtcd.ClientPort = 70000 }, []string{"--embedded-etcd-client-port must be between 1 and 65535"}},
+		{"relative data root", func(o *Options) { o.DataRoot = "var/lib/flock" }, []string{"--data-root must be an absolute path"}},
+		{"data root escaping", func(o *Options) { o.DataRoot = "/var/../etc" }, []string{"--data-root"}},
+		{"bad cluster domain", func(o *Options) { o.ClusterDomain = "Cluster_Local" }, []string{"--cluster-domain"}},
+		{"unknown controller", func(o *Options) { o.Controllers = []string{"statefulset"} }, []string{`unknown controller "statefulset"`}},
+		{"zero workers", func(o *Options) { o.Workers = 0 }, []string{"--workers must be at least 1"}},
+		{"bad qps", func(o *Options) { o.KubeAPIQPS = 0 }, []string{"--kube-api-qps"}},
+		{"lease shorter than renew", func(o *Options) { o.LeaderElection.LeaseDuration.Duration = 5 * time.Second }, []string{"lease-duration > renew-deadline"}},
+		{"no leader election needs no lease", func(o *Options) {
+			o.LeaderElection.LeaderElect = false
+			o.LeaderElection.ResourceName = ""
+		}, nil},
+		{"empty cleanup image", func(o *Options) { o.CleanupImage = "" }, []string{"--cleanup-image is required"}},
+		{"zero rollout halt", func(o *Options) { o.RolloutHaltAfter = 0 }, []string{"--rollout-halt-after must be positive"}},
+		{"several errors at once", func(o *Options) { o.Workers = 0; o.CleanupImage = "" }, []string{"--workers", "--cleanup-image"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			tc.mutate(o)
+			if err := o.Complete(); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			if len(tc.errs) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("want errors %q, got none", tc.errs)
+			}
+			for _, want := range tc.errs {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not contain %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestControllerEnabled(t *testing.T) {
+	for _, tc := range []struct {
+		controllers []string
+		want        bool
+	}{
+		{[]string{"*"}, true},
+		{[]string{"flock"}, true},
+		{[]string{"-flock"}, false},
+		{[]string{"*", "-flock"}, false},
+		{[]string{}, false},
+	} {
+		o := NewOptions()
+		o.Controllers = tc.controllers
+		if got := o.ControllerEnabled(ControllerFlock); got != tc.want {
+			t.Errorf("--controllers=%v: enabled=%v, want %v", tc.controllers, got, tc.want)
+		}
+	}
+}
+
+func TestStandaloneIsExplicit(t *testing.T) {
+	o := NewOptions()
+	if err := o.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	if o.RecommendedOptions.Authentication == nil || o.RecommendedOptions.Authorization == nil || o.RecommendedOptions.Admission == nil {
+		t.Fatal("delegated authn/authz and admission must be on by default")
+	}
+	o = NewOptions()
+	o.Standalone = true
+	if err := o.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	if o.RecommendedOptions.Authentication != nil || o.ControllerEnabled(ControllerFlock) {
+		t.Fatal("standalone must turn off authn and the controller")
+	}
+}
+
+func TestHelpMentionsFlockFlags(t *testing.T) {
+	fss := NewOptions().Flags()
+	var names []string
+	for _, fs := range fss.FlagSets {
+		fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	}
+	all := strings.Join(names, " ")
+	for _, want := range []string{"etcd-servers", "embedded-etcd-data-dir", "data-root", "allow-host-access", "cluster-domain",
+		"controllers", "workers", "kube-api-qps", "leader-elect", "cleanup-image", "kubeconfig", "authentication-kubeconfig", "secure-port"} {
+		if !strings.Contains(" "+all+" ", " "+want+" ") {
+			t.Errorf("flag --%s missing", want)
+		}
+	}
+}
