@@ -149,6 +149,22 @@ func TestKubectlGetWatchTable(t *testing.T) {
 func TestKubectlDescribe(t *testing.T) {
 	ns := newNamespace(t)
 	f := createAvailable(t, newFlock("described", ns, 2))
+	// Events are recorded asynchronously: wait for the controller's, then
+	// describe.
+	eventually(t, 30*time.Second, "the controller's events about the Flock", func(ctx context.Context) error {
+		evs, err := env.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(f.UID)})
+		if err != nil {
+			return err
+		}
+		reasons := map[string]int{}
+		for _, e := range evs.Items {
+			reasons[e.Reason]++
+		}
+		if reasons["MemberPlaced"] < 2 || reasons["SuccessfulCreate"] < 3 {
+			return fmt.Errorf("events so far: %v", reasons)
+		}
+		return nil
+	})
 	forEachKubectl(t, func(t *testing.T, k cluster.Kubectl) {
 		out := kubectl(t, k, "describe", "flock", "described", "-n", ns)
 		must := []string{
@@ -439,7 +455,7 @@ func TestKubectlPatchStrategic(t *testing.T) {
 			t.Fatal(err)
 		}
 		ms := got.Status.Members
-		if len(ms) != 2 || ms[0] != f.Status.Members[0] || ms[1].Node != f.Status.Members[1].Node ||
+		if len(ms) != 2 || ms[0].Node != f.Status.Members[0].Node || ms[0].Pod != f.Status.Members[0].Pod || ms[0].Message != "" || ms[1].Node != f.Status.Members[1].Node ||
 			ms[1].Pod != f.Status.Members[1].Pod || ms[1].Message != "maintenance window" {
 			t.Errorf("strategic status patch: members = %+v, want member 1 with a message and both kept", ms)
 		}
