@@ -22,7 +22,7 @@ import (
 
 // LocalOverlay is the kustomize overlay, relative to the repository root, that
 // registers a flock-apiserver running on the host.
-const LocalOverlay = "artifacts/deploy/overlays/local"
+const LocalOverlay = "artifacts/deploy/overlays/dev"
 
 // FieldManager is the server-side apply field manager of the harness.
 const FieldManager = "flock-harness"
@@ -236,9 +236,17 @@ func (c *Cluster) runMainFlock(ctx context.Context, extra []string) error {
 	}
 	// Available can be stale right after a restart; a real list through
 	// the aggregator is the proof.
-	return c.waitFor(ctx, p, "flocks listable through kube-apiserver", func(ctx context.Context) (bool, error) {
+	if err := c.waitFor(ctx, p, "flocks listable through kube-apiserver", func(ctx context.Context) (bool, error) {
 		_, err := c.Flock.FlockV1alpha1().Flocks("").List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil, err
+	}); err != nil {
+		return err
+	}
+	// kube-apiserver aggregates the OpenAPI document a few seconds after the
+	// APIService is Available; until then `kubectl explain` cannot find Flocks.
+	return c.waitFor(ctx, p, "the Flock schema in kube-apiserver's OpenAPI v3", func(ctx context.Context) (bool, error) {
+		body, err := c.Kube.Discovery().RESTClient().Get().AbsPath("/openapi/v3/apis/flock.dev/v1alpha1").DoRaw(ctx)
+		return err == nil && strings.Contains(string(body), "dev.flock.v1alpha1.Flock"), err
 	})
 }
 
