@@ -1,0 +1,71 @@
+package e2e
+
+import (
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestMetricsAndHealth reads flock-apiserver's own /metrics, /livez and
+// /readyz on its secure port (as the aggregator would reach it, with the
+// front-proxy identity) after a Flock has been synced: the generic API server
+// metrics and the controller's are there, and the health checks name the
+// informer and etcd checks.
+func TestMetricsAndHealth(t *testing.T) {
+	ns := newNamespace(t)
+	createFlock(t, newFlock("metered", ns, 1))
+	kubectl(t, env.KubectlBuilt(), "wait", "-n", ns, "flock/metered", "--for=condition=Available", "--timeout=90s")
+
+	asAdmin := map[string]string{"X-Remote-User": "admin", "X-Remote-Group": "system:masters"}
+	var body string
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		var code int
+		code, body = directRequest(t, env.PKI.FrontProxyClient, http.MethodGet, "/metrics", nil, asAdmin)
+		if code != http.StatusOK {
+			t.Fatalf("/metrics: %d: %.300s", code, body)
+		}
+		if strings.Contains(body, `flock_controller_members{`) && strings.Contains(body, `namespace="`+ns+`"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics never reported members of Flock %s/metered", ns)
+		}
+		time.Sleep(time.Second)
+	}
+	for _, want := range []string{
+		`(?m)^apiserver_request_total\{.*resource="flocks".*\} \d+`,
+		`(?m)^flock_controller_syncs_total\{result="success"\} [1-9]\d*`,
+		`(?m)^flock_controller_sync_duration_seconds_count [1-9]\d*`,
+		`(?m)^flock_controller_members\{.*flock="metered".*namespace="` + ns + `".*\} 1`,
+		`(?m)^workqueue_adds_total\{name="flock"\} [1-9]\d*`,
+		`(?m)^workqueue_depth\{name="flock"\} \d+`,
+	} {
+		if !regexp.MustCompile(want).MatchString(body) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	for _, path := range []string{"/livez?verbose", "/readyz?verbose"} {
+		code, out := directRequest(t, env.PKI.FrontProxyClient, http.MethodGet, path, nil, asAdmin)
+		if code != http.StatusOK {
+			t.Fatalf("%s: %d: %s", path, code, out)
+		}
+		if !strings.Contains(out, "[+]etcd ok") {
+			t.Errorf("%s does not check etcd:\n%s", path, out)
+		}
+		if path == "/readyz?verbose" {
+			for _, check := range []string{"[+]flock-capacity-informers ok", "[+]flock-controller-informers ok", "[+]informer-sync ok"} {
+				if !strings.Contains(out, check) {
+					t.Errorf("/readyz lacks %q:\n%s", check, out)
+				}
+			}
+		}
+	}
+	// Without credentials, nothing is served.
+	if code, _ := directRequest(t, nil, http.MethodGet, "/metrics", nil, nil); code != http.StatusUnauthorized && code != http.StatusForbidden {
+		t.Errorf("/metrics without a client certificate: %d, want 401 or 403", code)
+	}
+}
