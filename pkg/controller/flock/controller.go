@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
@@ -385,15 +386,9 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur any) {
 }
 
 func (c *Controller) deletePod(logger klog.Logger, obj any) {
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := unwrapDeleted[*corev1.Pod](obj)
 	if !ok {
-		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if pod, ok = tombstone.Obj.(*corev1.Pod); !ok {
-			return
-		}
+		return
 	}
 	if c.enqueueCleanupOwner(pod) {
 		return
@@ -413,15 +408,9 @@ func (c *Controller) deletePod(logger klog.Logger, obj any) {
 // serviceChanged enqueues the Flock that controls a Service, and the
 // Flocks whose serviceName it is.
 func (c *Controller) serviceChanged(logger klog.Logger, obj any) {
-	svc, ok := obj.(*corev1.Service)
+	svc, ok := unwrapDeleted[*corev1.Service](obj)
 	if !ok {
-		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if svc, ok = tombstone.Obj.(*corev1.Service); !ok {
-			return
-		}
+		return
 	}
 	if ref := metav1.GetControllerOfNoCopy(svc); ref != nil {
 		if f := c.resolveControllerRef(svc.Namespace, ref); f != nil {
@@ -443,15 +432,9 @@ func (c *Controller) serviceChanged(logger klog.Logger, obj any) {
 // (a deleted update revision is recreated), or, for an orphan, the Flock it
 // is labelled with (it may be adopted).
 func (c *Controller) revisionChanged(logger klog.Logger, obj any) {
-	cr, ok := obj.(*appsv1.ControllerRevision)
+	cr, ok := unwrapDeleted[*appsv1.ControllerRevision](obj)
 	if !ok {
-		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if cr, ok = tombstone.Obj.(*appsv1.ControllerRevision); !ok {
-			return
-		}
+		return
 	}
 	if ref := metav1.GetControllerOfNoCopy(cr); ref != nil {
 		if f := c.resolveControllerRef(cr.Namespace, ref); f != nil {
@@ -482,15 +465,9 @@ func (c *Controller) updateNode(logger klog.Logger, old, cur any) {
 // nodeChanged enqueues the Flocks with a member on the node, and the
 // Flocks that have ordinals without a node (the node may be a new home).
 func (c *Controller) nodeChanged(logger klog.Logger, obj any) {
-	node, ok := obj.(*corev1.Node)
+	node, ok := unwrapDeleted[*corev1.Node](obj)
 	if !ok {
-		tombstone, ok := obj.(cache.DeletedFinalStateUnknown)
-		if !ok {
-			return
-		}
-		if node, ok = tombstone.Obj.(*corev1.Node); !ok {
-			return
-		}
+		return
 	}
 	flocks, err := c.flockLister.List(labels.Everything())
 	if err != nil {
@@ -523,4 +500,18 @@ func hasUnplacedOrdinals(f *v1alpha1.Flock) bool {
 		}
 	}
 	return false
+}
+
+// unwrapDeleted returns the object of a delete notification, which is either
+// the object itself or a tombstone holding its last known state.
+func unwrapDeleted[T runtime.Object](obj any) (T, bool) {
+	if o, ok := obj.(T); ok {
+		return o, true
+	}
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		o, ok := tombstone.Obj.(T)
+		return o, ok
+	}
+	var zero T
+	return zero, false
 }
