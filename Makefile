@@ -65,6 +65,7 @@ update-gofmt:
 update-mod:
 	$(GO) mod tidy
 	cd hack/tools && $(GO) mod tidy
+	cd hack/coredns && $(GO) mod tidy
 
 clean:
 	rm -rf _output/local-up _output/e2e

@@ -4,7 +4,7 @@
 set -o errexit -o nounset -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 status=0
-for dir in "$ROOT" "$ROOT/hack/tools"; do
+for dir in "$ROOT" "$ROOT/hack/tools" "$ROOT/hack/coredns"; do
 	tmp=$(mktemp -d)
 	cp "$dir/go.mod" "$dir/go.sum" "$tmp/"
 	(cd "$dir" && go mod tidy)
