@@ -11,14 +11,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 
 	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
@@ -50,7 +48,7 @@ func TestControllerMembers(t *testing.T) {
 		}}},
 	}}
 
-	rec := ctlWatchPods(t, ns)
+	rec := watchPods(t, ns, "")
 	created := createFlock(t, f)
 
 	t.Run("wait", func(t *testing.T) {
@@ -68,8 +66,8 @@ func TestControllerMembers(t *testing.T) {
 	events := rec.events(t)
 	for i := 1; i < 3; i++ {
 		prev, cur := ctlMemberPodName(name, i-1), ctlMemberPodName(name, i)
-		added := slices.IndexFunc(events, func(e ctlPodEvent) bool { return e.Type == watch.Added && e.Name == cur })
-		ready := slices.IndexFunc(events, func(e ctlPodEvent) bool { return e.Name == prev && e.Ready })
+		added := slices.IndexFunc(events, func(e podEvent) bool { return e.Type == watch.Added && e.Pod.Name == cur })
+		ready := slices.IndexFunc(events, func(e podEvent) bool { return e.Pod.Name == prev && podReady(e.Pod) })
 		if added < 0 || ready < 0 || added < ready {
 			t.Errorf("OrderedReady: %s added at event %d, %s first Ready at event %d; want the second first; events:\n%s", cur, added, prev, ready, rec)
 		}
@@ -91,8 +89,8 @@ func TestControllerMembers(t *testing.T) {
 		if want := fmt.Sprintf("%s.%s.%s.svc.cluster.local", podName, service, ns); m.Hostname != want || !m.Ready {
 			t.Errorf("member %d: hostname %q ready %v, want %q and ready", i, m.Hostname, m.Ready, want)
 		}
-		if pod.Spec.NodeName != m.Node || pod.Status.Phase != corev1.PodRunning || !ctlPodReady(pod) {
-			t.Errorf("pod %s: node %q phase %s ready %v; want Running and Ready on the member's node %q", pod.Name, pod.Spec.NodeName, pod.Status.Phase, ctlPodReady(pod), m.Node)
+		if pod.Spec.NodeName != m.Node || pod.Status.Phase != corev1.PodRunning || !podReady(pod) {
+			t.Errorf("pod %s: node %q phase %s ready %v; want Running and Ready on the member's node %q", pod.Name, pod.Spec.NodeName, pod.Status.Phase, podReady(pod), m.Node)
 		}
 		nodes[pod.Spec.NodeName] = true
 		ctlCheckMemberPod(t, pod, created, i, m.Node, service, volume)
@@ -158,8 +156,8 @@ func TestControllerMembers(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if p.UID == old.UID || p.Spec.NodeName != old.Spec.NodeName || !ctlPodReady(p) {
-			return fmt.Errorf("uid %s (old %s) node %q ready %v", p.UID, old.UID, p.Spec.NodeName, ctlPodReady(p))
+		if p.UID == old.UID || p.Spec.NodeName != old.Spec.NodeName || !podReady(p) {
+			return fmt.Errorf("uid %s (old %s) node %q ready %v", p.UID, old.UID, p.Spec.NodeName, podReady(p))
 		}
 		return nil
 	})
@@ -224,15 +222,15 @@ func TestControllerParallelAndOrphan(t *testing.T) {
 	f := newFlock(name, ns, 3)
 	f.Spec.PodManagementPolicy = flockv1alpha1.ParallelPodManagement
 	f.Spec.Template.Annotations = map[string]string{cluster.StartDelayAnnotation: "3s"}
-	rec := ctlWatchPods(t, ns)
+	rec := watchPods(t, ns, "")
 	createFlock(t, f)
 	ctlWaitAvailable(t, ns, name)
 
 	events := rec.events(t)
-	firstReady := slices.IndexFunc(events, func(e ctlPodEvent) bool { return e.Ready })
+	firstReady := slices.IndexFunc(events, func(e podEvent) bool { return podReady(e.Pod) })
 	for i := range 3 {
 		pod := ctlMemberPodName(name, i)
-		added := slices.IndexFunc(events, func(e ctlPodEvent) bool { return e.Type == watch.Added && e.Name == pod })
+		added := slices.IndexFunc(events, func(e podEvent) bool { return e.Type == watch.Added && e.Pod.Name == pod })
 		if added < 0 || firstReady < 0 || added > firstReady {
 			t.Errorf("Parallel: %s added at event %d, the first pod Ready at event %d; want every pod created before any is Ready; events:\n%s", pod, added, firstReady, rec)
 		}
@@ -441,18 +439,6 @@ func ctlPodNodes(pods []*corev1.Pod) []string {
 	return out
 }
 
-func ctlPodReady(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func ctlMapsEqual(a, b map[string]string) bool {
 	if len(a) != len(b) {
 		return false
@@ -492,88 +478,4 @@ func ctlDeleteFlock(t *testing.T, ns, name string, waitPods bool) {
 		}
 		return nil
 	})
-}
-
-// ctlPodEvent is one pod watch event, reduced to what the tests look at.
-type ctlPodEvent struct {
-	Type  watch.EventType
-	Name  string
-	UID   types.UID
-	Node  string
-	Ready bool
-	At    time.Time
-}
-
-// ctlPodRecorder records the pod events of a namespace from a watch.
-type ctlPodRecorder struct {
-	mu     sync.Mutex
-	list   []ctlPodEvent
-	closed error
-}
-
-// ctlWatchPods records every pod event in ns from now until the test ends.
-func ctlWatchPods(t *testing.T, ns string) *ctlPodRecorder {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	list, err := env.Kube.CoreV1().Pods(ns).List(ctxFor(t), metav1.ListOptions{})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	w, err := env.Kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	r := &ctlPodRecorder{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok {
-				r.mu.Lock()
-				r.closed = fmt.Errorf("watch event %s: %v", ev.Type, ev.Object)
-				r.mu.Unlock()
-				continue
-			}
-			r.mu.Lock()
-			r.list = append(r.list, ctlPodEvent{Type: ev.Type, Name: pod.Name, UID: pod.UID, Node: pod.Spec.NodeName, Ready: ctlPodReady(pod), At: time.Now()})
-			r.mu.Unlock()
-		}
-		r.mu.Lock()
-		if r.closed == nil && ctx.Err() == nil {
-			r.closed = fmt.Errorf("the pod watch of %s ended early", ns)
-		}
-		r.mu.Unlock()
-	}()
-	t.Cleanup(func() {
-		w.Stop()
-		cancel()
-		<-done
-	})
-	return r
-}
-
-// events returns the events so far. A watch that ended early or reported
-// an error makes the caller's checks meaningless, so it fails the test.
-func (r *ctlPodRecorder) events(t *testing.T) []ctlPodEvent {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed != nil {
-		t.Fatalf("pod watch: %v", r.closed)
-	}
-	return slices.Clone(r.list)
-}
-
-// String lists the events, one a line.
-func (r *ctlPodRecorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var b strings.Builder
-	for _, e := range r.list {
-		fmt.Fprintf(&b, "  %s %s %s uid=%s node=%q ready=%v\n", e.At.Format("15:04:05.000"), e.Type, e.Name, e.UID, e.Node, e.Ready)
-	}
-	return b.String()
 }

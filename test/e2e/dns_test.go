@@ -228,7 +228,11 @@ func flockDNSMembers(ctx context.Context, ns, name string, ready bool) ([]dnsMem
 	return out, nil
 }
 
+// podReady reports whether a pod is Running with its Ready condition True.
 func podReady(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue

@@ -91,10 +91,10 @@ func TestControllerLeaderElection(t *testing.T) {
 	const name = "lead"
 	f := newFlock(name, ns, 3)
 	f.Spec.Template.Annotations = map[string]string{cluster.StartDelayAnnotation: "4s"}
-	rec := ctlWatchPods(t, ns)
+	rec := watchPods(t, ns, "")
 	createFlock(t, f)
 	eventually(t, 30*time.Second, "lead-0 created", func(context.Context) error {
-		if !slices.ContainsFunc(rec.events(t), func(e ctlPodEvent) bool { return e.Name == "lead-0" }) {
+		if !slices.ContainsFunc(rec.events(t), func(e podEvent) bool { return e.Pod.Name == "lead-0" }) {
 			return fmt.Errorf("no event for lead-0 yet")
 		}
 		return nil
@@ -108,7 +108,7 @@ func TestControllerLeaderElection(t *testing.T) {
 	}
 	killed := time.Now()
 	t.Logf("SIGKILLed leader A (pid %d): %v", a.PID(), a.ExitErr())
-	if evs := rec.events(t); slices.ContainsFunc(evs, func(e ctlPodEvent) bool { return e.Name != "lead-0" }) {
+	if evs := rec.events(t); slices.ContainsFunc(evs, func(e podEvent) bool { return e.Pod.Name != "lead-0" }) {
 		t.Fatalf("pods other than lead-0 existed before A was killed:\n%s", rec)
 	}
 
@@ -170,11 +170,11 @@ func TestControllerLeaderElection(t *testing.T) {
 		pod := ctlMemberPodName(name, i)
 		var adds int
 		for _, e := range evs {
-			if e.Name == pod && e.Type == watch.Added {
+			if e.Pod.Name == pod && e.Type == watch.Added {
 				adds++
 			}
 			if e.Type == watch.Deleted {
-				t.Errorf("pod %s deleted during the handover", e.Name)
+				t.Errorf("pod %s deleted during the handover", e.Pod.Name)
 			}
 		}
 		if adds != 1 {

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -148,87 +147,6 @@ func lcWaitEvent(t *testing.T, ns, name, reason string, parts ...string) string 
 	return msg
 }
 
-// lcPodEvent is one pod watch event, with a copy of the pod.
-type lcPodEvent struct {
-	Type watch.EventType
-	Pod  *corev1.Pod
-	At   time.Time
-}
-
-// lcRecorder records the pod events of a namespace that a label selector
-// matches, from a watch.
-type lcRecorder struct {
-	mu     sync.Mutex
-	list   []lcPodEvent
-	closed error
-}
-
-// lcWatchPods records pod events in ns (selector may be "") from now until
-// the test ends.
-func lcWatchPods(t *testing.T, ns, selector string) *lcRecorder {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	list, err := env.Kube.CoreV1().Pods(ns).List(ctxFor(t), metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	w, err := env.Kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	r := &lcRecorder{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for ev := range w.ResultChan() {
-			pod, ok := ev.Object.(*corev1.Pod)
-			r.mu.Lock()
-			if ok {
-				r.list = append(r.list, lcPodEvent{Type: ev.Type, Pod: pod.DeepCopy(), At: time.Now()})
-			} else {
-				r.closed = fmt.Errorf("watch event %s: %v", ev.Type, ev.Object)
-			}
-			r.mu.Unlock()
-		}
-		r.mu.Lock()
-		if r.closed == nil && ctx.Err() == nil {
-			r.closed = fmt.Errorf("the pod watch of %s ended early", ns)
-		}
-		r.mu.Unlock()
-	}()
-	t.Cleanup(func() {
-		w.Stop()
-		cancel()
-		<-done
-	})
-	return r
-}
-
-// events returns the events so far; a watch that broke fails the test.
-func (r *lcRecorder) events(t *testing.T) []lcPodEvent {
-	t.Helper()
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed != nil {
-		t.Fatalf("pod watch: %v", r.closed)
-	}
-	return slices.Clone(r.list)
-}
-
-func (r *lcRecorder) String() string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var b strings.Builder
-	for _, e := range r.list {
-		p := e.Pod
-		fmt.Fprintf(&b, "  %s %-8s %s uid=%s rev=%s node=%q phase=%s ready=%v deleting=%v\n", e.At.Format("15:04:05.000"), e.Type, p.Name,
-			p.UID, p.Labels[flockv1alpha1.LabelRevision], p.Spec.NodeName, p.Status.Phase, ctlPodReady(p), p.DeletionTimestamp != nil)
-	}
-	return b.String()
-}
-
 // lcDataPath returns the host path of a pod's hostPath volume named name.
 func lcDataPath(p *corev1.Pod, name string) string {
 	for _, v := range p.Spec.Volumes {
@@ -251,7 +169,7 @@ func TestLifecycleRollingUpdate(t *testing.T) {
 	before := ctlWaitAvailable(t, ns, name)
 	nodes := ctlMemberNodes(before)
 	rev1 := before.Status.UpdateRevision
-	rec := lcWatchPods(t, ns, flockv1alpha1.LabelFlockName+"="+name)
+	rec := watchPods(t, ns, flockv1alpha1.LabelFlockName+"="+name)
 
 	f := lcUpdate(t, ns, name, func(f *flockv1alpha1.Flock) { f.Spec.Template.Spec.Containers[0].Image = "busybox:1.37" })
 	rev2 := flockcontroller.Revision(&f.Spec.Template)
@@ -270,7 +188,7 @@ func TestLifecycleRollingUpdate(t *testing.T) {
 		if e.Type == watch.Deleted && p.Labels[flockv1alpha1.LabelRevision] == rev1 {
 			order = append(order, p.Name)
 		}
-		if p.Labels[flockv1alpha1.LabelRevision] == rev2 && ctlPodReady(p) {
+		if p.Labels[flockv1alpha1.LabelRevision] == rev2 && podReady(p) {
 			if _, ok := readyAt[p.Name]; !ok {
 				readyAt[p.Name] = i
 			}
@@ -284,7 +202,7 @@ func TestLifecycleRollingUpdate(t *testing.T) {
 	}
 	for i := 1; i < 3; i++ {
 		upper, lower := ctlMemberPodName(name, 3-i), ctlMemberPodName(name, 2-i)
-		del := slices.IndexFunc(events, func(e lcPodEvent) bool {
+		del := slices.IndexFunc(events, func(e podEvent) bool {
 			return e.Pod.Name == lower && (e.Pod.DeletionTimestamp != nil || e.Type == watch.Deleted) && e.Pod.Labels[flockv1alpha1.LabelRevision] == rev1
 		})
 		if ready, ok := readyAt[upper]; !ok || del < ready {
@@ -341,8 +259,8 @@ func TestLifecycleRollingUpdate(t *testing.T) {
 		if p.Name == "x-0" {
 			wantRev = rev2
 		}
-		if got := p.Labels[flockv1alpha1.LabelRevision]; got != wantRev || !ctlPodReady(p) || p.Spec.NodeName != nodes[ctlOrdinalOf(p.Name)] {
-			t.Errorf("%s: revision %s (want %s), ready %v, node %s", p.Name, got, wantRev, ctlPodReady(p), p.Spec.NodeName)
+		if got := p.Labels[flockv1alpha1.LabelRevision]; got != wantRev || !podReady(p) || p.Spec.NodeName != nodes[ctlOrdinalOf(p.Name)] {
+			t.Errorf("%s: revision %s (want %s), ready %v, node %s", p.Name, got, wantRev, podReady(p), p.Spec.NodeName)
 		}
 	}
 	if pods[0].UID != x0.UID {
@@ -400,13 +318,13 @@ func TestLifecycleHaltedRollout(t *testing.T) {
 	if len(pods) != 3 {
 		t.Fatalf("pods %v", ctlPodNames(pods))
 	}
-	if p := pods[2]; p.Labels[flockv1alpha1.LabelRevision] != broken || ctlPodReady(p) || p.Status.Phase != corev1.PodRunning {
-		t.Errorf("x-2: revision %s, phase %s, ready %v", p.Labels[flockv1alpha1.LabelRevision], p.Status.Phase, ctlPodReady(p))
+	if p := pods[2]; p.Labels[flockv1alpha1.LabelRevision] != broken || podReady(p) || p.Status.Phase != corev1.PodRunning {
+		t.Errorf("x-2: revision %s, phase %s, ready %v", p.Labels[flockv1alpha1.LabelRevision], p.Status.Phase, podReady(p))
 	}
 	for i := range 2 {
-		if p := pods[i]; p.UID != old[i].UID || p.Labels[flockv1alpha1.LabelRevision] != rev1 || !ctlPodReady(p) {
+		if p := pods[i]; p.UID != old[i].UID || p.Labels[flockv1alpha1.LabelRevision] != rev1 || !podReady(p) {
 			t.Errorf("%s was touched by the halted rollout: uid %s (was %s), revision %s, ready %v",
-				p.Name, p.UID, old[i].UID, p.Labels[flockv1alpha1.LabelRevision], ctlPodReady(p))
+				p.Name, p.UID, old[i].UID, p.Labels[flockv1alpha1.LabelRevision], podReady(p))
 		}
 	}
 
@@ -441,7 +359,7 @@ func TestLifecycleScaleDownDeletesData(t *testing.T) {
 	if dataPath == "" {
 		t.Fatal("x-2 has no data volume")
 	}
-	rec := lcWatchPods(t, ns, flockcontroller.LabelCleanupOf+"="+name)
+	rec := watchPods(t, ns, flockcontroller.LabelCleanupOf+"="+name)
 
 	lcUpdate(t, ns, name, func(f *flockv1alpha1.Flock) { two := int32(2); f.Spec.Replicas = &two })
 	eventually(t, lcTimeout, "member 2 gone and its data removed", func(ctx context.Context) error {
@@ -508,7 +426,7 @@ func TestLifecycleDeleteRemovesData(t *testing.T) {
 		t.Fatalf("finalizers %v, want %s", before.Finalizers, flockv1alpha1.FinalizerDataCleanup)
 	}
 	dataPath := lcDataPath(ctlMemberPods(t, ns, name)[0], "data")
-	rec := lcWatchPods(t, ns, "")
+	rec := watchPods(t, ns, "")
 
 	if err := env.Flock.FlockV1alpha1().Flocks(ns).Delete(ctxFor(t), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -530,9 +448,9 @@ func TestLifecycleDeleteRemovesData(t *testing.T) {
 	events := rec.events(t)
 	for ord, m := range before.Status.Members {
 		helper, member := fmt.Sprintf("x-%d-cleanup", ord), fmt.Sprintf("x-%d", ord)
-		added := slices.IndexFunc(events, func(e lcPodEvent) bool { return e.Type == watch.Added && e.Pod.Name == helper })
-		succeeded := slices.IndexFunc(events, func(e lcPodEvent) bool { return e.Pod.Name == helper && e.Pod.Status.Phase == corev1.PodSucceeded })
-		gone := slices.IndexFunc(events, func(e lcPodEvent) bool { return e.Type == watch.Deleted && e.Pod.Name == member })
+		added := slices.IndexFunc(events, func(e podEvent) bool { return e.Type == watch.Added && e.Pod.Name == helper })
+		succeeded := slices.IndexFunc(events, func(e podEvent) bool { return e.Pod.Name == helper && e.Pod.Status.Phase == corev1.PodSucceeded })
+		gone := slices.IndexFunc(events, func(e podEvent) bool { return e.Type == watch.Deleted && e.Pod.Name == member })
 		if added < 0 || succeeded < 0 || gone < 0 || added < gone {
 			t.Errorf("member %d: pod deleted at event %d, helper added at %d, succeeded at %d; events:\n%s", ord, gone, added, succeeded, rec)
 			continue
@@ -584,7 +502,7 @@ func TestLifecycleNodeLoss(t *testing.T) {
 				spare = n
 			}
 		}
-		rec := lcWatchPods(t, ns, flockv1alpha1.LabelFlockName+"="+name)
+		rec := watchPods(t, ns, flockv1alpha1.LabelFlockName+"="+name)
 
 		deletedAt := time.Now()
 		kubectl(t, env.KubectlBuilt(), "delete", "node", lost)
@@ -632,8 +550,8 @@ func TestLifecycleNodeLoss(t *testing.T) {
 				}
 			}
 		}
-		if p := ctlMemberPods(t, ns, name)[1]; p.Spec.NodeName != spare || !ctlPodReady(p) {
-			t.Errorf("y-1 on %s, ready %v", p.Spec.NodeName, ctlPodReady(p))
+		if p := ctlMemberPods(t, ns, name)[1]; p.Spec.NodeName != spare || !podReady(p) {
+			t.Errorf("y-1 on %s, ready %v", p.Spec.NodeName, podReady(p))
 		}
 	})
 
