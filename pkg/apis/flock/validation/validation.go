@@ -369,13 +369,7 @@ func validateTemplate(spec *flock.FlockSpec, old *corev1.PodTemplateSpec, opts O
 	}
 
 	// Volume mounts refer to a template volume or to the data volume.
-	for _, cs := range []struct {
-		list []corev1.Container
-		path *field.Path
-	}{
-		{ps.InitContainers, specPath.Child("initContainers")},
-		{ps.Containers, specPath.Child("containers")},
-	} {
+	for _, cs := range containerLists(ps, specPath) {
 		for i := range cs.list {
 			for j, m := range cs.list[i].VolumeMounts {
 				if _, ok := volumes[m.Name]; ok || (m.Name != "" && m.Name == spec.Storage.VolumeName) {
@@ -465,13 +459,7 @@ func validateNoHostAccess(ps *corev1.PodSpec, old *corev1.PodTemplateSpec, specP
 			}
 		}
 	}
-	for _, cs := range []struct {
-		list []corev1.Container
-		path *field.Path
-	}{
-		{ps.InitContainers, specPath.Child("initContainers")},
-		{ps.Containers, specPath.Child("containers")},
-	} {
+	for _, cs := range containerLists(ps, specPath) {
 		for i := range cs.list {
 			for j, p := range cs.list[i].Ports {
 				if p.HostPort == 0 || oldHostPorts[hostPortKey(p)] {
@@ -601,4 +589,18 @@ func duplicate(fldPath *field.Path, value interface{}, detail string) *field.Err
 	e := field.Duplicate(fldPath, value)
 	e.Detail = detail
 	return e
+}
+
+// containerList is one of a pod spec's container lists with its field path.
+type containerList struct {
+	list []corev1.Container
+	path *field.Path
+}
+
+// containerLists returns the init containers and the containers of ps.
+func containerLists(ps *corev1.PodSpec, specPath *field.Path) []containerList {
+	return []containerList{
+		{ps.InitContainers, specPath.Child("initContainers")},
+		{ps.Containers, specPath.Child("containers")},
+	}
 }
