@@ -203,6 +203,28 @@ func TestFlockLifecycle(t *testing.T) {
 		t.Errorf("managedFields should list alice and bob: %+v", forced.ManagedFields)
 	}
 
+	// A scale through /scale takes ownership of spec.replicas: bob's next
+	// apply of another value conflicts with the scaler, as for built-in kinds.
+	sc, err := c.GetScale(ctx, "applied", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.Spec.Replicas = 3
+	if _, err := c.UpdateScale(ctx, "applied", sc, metav1.UpdateOptions{FieldManager: "scaler"}); err != nil {
+		t.Fatal(err)
+	}
+	scaled, err := c.Get(ctx, "applied", metav1.GetOptions{})
+	if err != nil || *scaled.Spec.Replicas != 3 || !managedBy(scaled, "scaler") {
+		t.Fatalf("after /scale by scaler: %v, replicas=%d, managers=%+v", err, *scaled.Spec.Replicas, scaled.ManagedFields)
+	}
+	if !managedBy(scaled, "alice") {
+		t.Errorf("/scale dropped alice's other fields: %+v", scaled.ManagedFields)
+	}
+	if _, err := c.Apply(ctx, bob, metav1.ApplyOptions{FieldManager: "bob"}); !apierrors.IsConflict(err) ||
+		!strings.Contains(err.Error(), "scaler") {
+		t.Fatalf("apply of spec.replicas after a /scale must conflict with the scaler, got %v", err)
+	}
+
 	// Restart on the same data directory: the Flocks are unchanged.
 	before, err := c.List(ctx, metav1.ListOptions{})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/registry/generic"
 	genericregistry "k8s.io/apiserver/pkg/registry/generic/registry"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
 	"flock.dev/flock/pkg/apis/flock"
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/pkg/apis/flock/validation"
 )
 
@@ -193,6 +195,11 @@ func scaleFromFlock(f *flock.Flock) *autoscalingv1.Scale {
 	}
 }
 
+// replicasPath is where a Scale's spec.replicas lives in a Flock.
+var replicasPath = managedfields.ResourcePathMappings{
+	v1alpha1.SchemeGroupVersion.String(): fieldpath.MakePathOrDie("spec", "replicas"),
+}
+
 // scaleUpdatedObjectInfo turns the stored Flock into a Scale, lets the
 // request change that Scale, and writes the new replicas back into the Flock.
 type scaleUpdatedObjectInfo struct {
@@ -209,7 +216,16 @@ func (i *scaleUpdatedObjectInfo) UpdatedObject(ctx context.Context, oldObj runti
 	if f.ResourceVersion == "" {
 		return nil, apierrors.NewNotFound(flock.Resource("flocks/scale"), i.name)
 	}
+	// The Scale carries the managers of the Flock's spec.replicas, so a
+	// `kubectl scale` takes ownership of it and a later server-side apply of
+	// another value by its former owner conflicts, as for built-in kinds.
+	managed := managedfields.NewScaleHandler(f.ManagedFields, v1alpha1.SchemeGroupVersion, replicasPath)
 	oldScale := scaleFromFlock(f)
+	scaleManaged, err := managed.ToSubresource()
+	if err != nil {
+		return nil, err
+	}
+	oldScale.ManagedFields = scaleManaged
 	obj, err := i.reqObjInfo.UpdatedObject(ctx, oldScale)
 	if err != nil {
 		return nil, err
@@ -229,5 +245,8 @@ func (i *scaleUpdatedObjectInfo) UpdatedObject(ctx context.Context, oldObj runti
 	f.Spec.Replicas = &replicas
 	// A conditional scale must carry the Flock's resourceVersion.
 	f.ResourceVersion = scale.ResourceVersion
+	if f.ManagedFields, err = managed.ToParent(scale.ManagedFields); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
