@@ -928,7 +928,7 @@ func schema_pkg_apis_flock_v1alpha1_RollingUpdateFlockStrategy(ref common.Refere
 				Properties: map[string]spec.Schema{
 					"partition": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Partition is the lowest ordinal that is updated: members with a lower ordinal keep the old template. Defaults to 0; at most replicas.",
+							Description: "Partition is the lowest ordinal that is updated: members with a lower ordinal keep the old template. Defaults to 0; a partition at or above replicas updates no member.",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},

@@ -202,7 +202,8 @@ type FlockUpdateStrategy struct {
 // RollingUpdateFlockStrategy tunes a rolling update.
 type RollingUpdateFlockStrategy struct {
 	// Partition is the lowest ordinal that is updated: members with a lower
-	// ordinal keep the old template. Defaults to 0; at most replicas.
+	// ordinal keep the old template. Defaults to 0; a partition at or above
+	// replicas updates no member.
 	// +optional
 	Partition *int32 `json:"partition,omitempty"`
 

@@ -166,7 +166,7 @@ func validateFlockSpec(f *flock.Flock, oldTemplate *corev1.PodTemplateSpec, opts
 	allErrs = append(allErrs, validatePlacement(&spec.Placement, replicas, replicasKnown, fldPath.Child("placement"))...)
 	allErrs = append(allErrs, validateStorage(&spec.Storage, fldPath.Child("storage"))...)
 	allErrs = append(allErrs, validateEnum(spec.PodManagementPolicy, validPodManagementPolicies, fldPath.Child("podManagementPolicy"))...)
-	allErrs = append(allErrs, validateUpdateStrategy(&spec.UpdateStrategy, replicas, replicasKnown, fldPath.Child("updateStrategy"))...)
+	allErrs = append(allErrs, validateUpdateStrategy(&spec.UpdateStrategy, fldPath.Child("updateStrategy"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(int64(spec.MinReadySeconds), fldPath.Child("minReadySeconds"))...)
 	allErrs = append(allErrs, validateMemberRecovery(&spec.MemberRecovery, fldPath.Child("memberRecovery"))...)
 	if spec.RevisionHistoryLimit != nil {
@@ -243,7 +243,7 @@ func validateStorage(s *flock.FlockStorage, fldPath *field.Path) field.ErrorList
 	return allErrs
 }
 
-func validateUpdateStrategy(us *flock.FlockUpdateStrategy, replicas int32, replicasKnown bool, fldPath *field.Path) field.ErrorList {
+func validateUpdateStrategy(us *flock.FlockUpdateStrategy, fldPath *field.Path) field.ErrorList {
 	allErrs := validateEnum(us.Type, validUpdateStrategyTypes, fldPath.Child("type"))
 	ru := us.RollingUpdate
 	if ru == nil {
@@ -256,13 +256,10 @@ func validateUpdateStrategy(us *flock.FlockUpdateStrategy, replicas int32, repli
 	}
 	if ru.Partition != nil {
 		pPath := ruPath.Child("partition")
-		switch {
-		case *ru.Partition < 0:
-			allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(int64(*ru.Partition), pPath)...)
-		case replicasKnown && *ru.Partition > replicas:
-			allErrs = append(allErrs, field.Invalid(pPath, *ru.Partition,
-				fmt.Sprintf("must be no more than spec.replicas (%d)", replicas)))
-		}
+		// As for StatefulSets, a partition at or above replicas is allowed:
+		// no member is updated. An upper bound would make `kubectl scale` or
+		// an HPA fail below the partition.
+		allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(int64(*ru.Partition), pPath)...)
 	}
 	if ru.MaxUnavailable != nil {
 		allErrs = append(allErrs, validateMaxUnavailable(*ru.MaxUnavailable, ruPath.Child("maxUnavailable"))...)

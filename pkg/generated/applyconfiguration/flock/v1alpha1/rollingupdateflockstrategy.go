@@ -28,7 +28,8 @@ import (
 // RollingUpdateFlockStrategy tunes a rolling update.
 type RollingUpdateFlockStrategyApplyConfiguration struct {
 	// Partition is the lowest ordinal that is updated: members with a lower
-	// ordinal keep the old template. Defaults to 0; at most replicas.
+	// ordinal keep the old template. Defaults to 0; a partition at or above
+	// replicas updates no member.
 	Partition *int32 `json:"partition,omitempty"`
 	// MaxUnavailable is how many members may be unavailable during the update,
 	// as a number (at least 1) or a percentage of replicas. Defaults to 1.
