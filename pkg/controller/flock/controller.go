@@ -340,10 +340,7 @@ func (c *Controller) addPod(logger klog.Logger, obj any) {
 	if c.enqueueCleanupOwner(pod) {
 		return
 	}
-	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
-		if f := c.resolveControllerRef(pod.Namespace, ref); f != nil {
-			c.enqueue(logger, f)
-		}
+	if c.enqueueController(logger, pod) {
 		return
 	}
 	for _, f := range c.flocksSelecting(pod) {
@@ -393,10 +390,7 @@ func (c *Controller) deletePod(logger klog.Logger, obj any) {
 	if c.enqueueCleanupOwner(pod) {
 		return
 	}
-	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil {
-		if f := c.resolveControllerRef(pod.Namespace, ref); f != nil {
-			c.enqueue(logger, f)
-		}
+	if c.enqueueController(logger, pod) {
 		return
 	}
 	// An orphan that went away may have held a member's pod name.
@@ -412,11 +406,7 @@ func (c *Controller) serviceChanged(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	if ref := metav1.GetControllerOfNoCopy(svc); ref != nil {
-		if f := c.resolveControllerRef(svc.Namespace, ref); f != nil {
-			c.enqueue(logger, f)
-		}
-	}
+	c.enqueueController(logger, svc)
 	flocks, err := c.flockLister.Flocks(svc.Namespace).List(labels.Everything())
 	if err != nil {
 		return
@@ -436,10 +426,7 @@ func (c *Controller) revisionChanged(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	if ref := metav1.GetControllerOfNoCopy(cr); ref != nil {
-		if f := c.resolveControllerRef(cr.Namespace, ref); f != nil {
-			c.enqueue(logger, f)
-		}
+	if c.enqueueController(logger, cr) {
 		return
 	}
 	if name := cr.Labels[v1alpha1.LabelFlockName]; name != "" {
@@ -514,4 +501,17 @@ func unwrapDeleted[T runtime.Object](obj any) (T, bool) {
 	}
 	var zero T
 	return zero, false
+}
+
+// enqueueController enqueues the Flock that controls obj, if it still
+// exists, and reports whether obj has a controller at all.
+func (c *Controller) enqueueController(logger klog.Logger, obj metav1.Object) bool {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil {
+		return false
+	}
+	if f := c.resolveControllerRef(obj.GetNamespace(), ref); f != nil {
+		c.enqueue(logger, f)
+	}
+	return true
 }
