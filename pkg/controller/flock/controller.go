@@ -343,9 +343,7 @@ func (c *Controller) addPod(logger klog.Logger, obj any) {
 	if c.enqueueController(logger, pod) {
 		return
 	}
-	for _, f := range c.flocksSelecting(pod) {
-		c.enqueue(logger, f)
-	}
+	c.enqueueSelecting(logger, pod)
 }
 
 func (c *Controller) updatePod(logger klog.Logger, old, cur any) {
@@ -376,9 +374,7 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur any) {
 		return
 	}
 	if refChanged || !reflect.DeepEqual(oldPod.Labels, curPod.Labels) {
-		for _, f := range c.flocksSelecting(curPod) {
-			c.enqueue(logger, f)
-		}
+		c.enqueueSelecting(logger, curPod)
 	}
 }
 
@@ -394,9 +390,7 @@ func (c *Controller) deletePod(logger klog.Logger, obj any) {
 		return
 	}
 	// An orphan that went away may have held a member's pod name.
-	for _, f := range c.flocksSelecting(pod) {
-		c.enqueue(logger, f)
-	}
+	c.enqueueSelecting(logger, pod)
 }
 
 // serviceChanged enqueues the Flock that controls a Service, and the
@@ -514,4 +508,12 @@ func (c *Controller) enqueueController(logger klog.Logger, obj metav1.Object) bo
 		c.enqueue(logger, f)
 	}
 	return true
+}
+
+// enqueueSelecting enqueues every Flock whose selector matches an orphan pod:
+// one of them may adopt it, or the pod may have held a member's name.
+func (c *Controller) enqueueSelecting(logger klog.Logger, pod *corev1.Pod) {
+	for _, f := range c.flocksSelecting(pod) {
+		c.enqueue(logger, f)
+	}
 }

@@ -109,14 +109,7 @@ func (c *fakeMemberControl) GetPod(namespace, name string) (*corev1.Pod, error) 
 }
 
 func (c *fakeMemberControl) ListPods(namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
-	var out []*corev1.Pod
-	for _, obj := range c.pods.List() {
-		p := obj.(*corev1.Pod)
-		if p.Namespace == namespace && selector.Matches(labels.Set(p.Labels)) {
-			out = append(out, p)
-		}
-	}
-	return out, nil
+	return listMatching[*corev1.Pod](c.pods, namespace, selector), nil
 }
 
 func (c *fakeMemberControl) CreatePod(_ context.Context, pod *corev1.Pod) error {
@@ -215,14 +208,7 @@ func (c *fakeRevisionControl) get(namespace, name string) (*appsv1.ControllerRev
 }
 
 func (c *fakeRevisionControl) ListRevisions(namespace string, selector labels.Selector) ([]*appsv1.ControllerRevision, error) {
-	var out []*appsv1.ControllerRevision
-	for _, obj := range c.revisions.List() {
-		cr := obj.(*appsv1.ControllerRevision)
-		if cr.Namespace == namespace && selector.Matches(labels.Set(cr.Labels)) {
-			out = append(out, cr)
-		}
-	}
-	return out, nil
+	return listMatching[*appsv1.ControllerRevision](c.revisions, namespace, selector), nil
 }
 
 func (c *fakeRevisionControl) CreateRevision(_ context.Context, cr *appsv1.ControllerRevision) error {
@@ -974,4 +960,17 @@ func (f *fixture) condition(name, typ string) metav1.Condition {
 	}
 	f.t.Fatalf("flock %s has no condition %s", name, typ)
 	return metav1.Condition{}
+}
+
+// listMatching returns the objects of store in namespace whose labels match
+// selector, as a lister would.
+func listMatching[T metav1.Object](store cache.Store, namespace string, selector labels.Selector) []T {
+	var out []T
+	for _, obj := range store.List() {
+		o := obj.(T)
+		if o.GetNamespace() == namespace && selector.Matches(labels.Set(o.GetLabels())) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
