@@ -168,44 +168,18 @@ func NewPKI(dir string) (*PKI, error) {
 
 // NewCA creates a self-signed CA and writes <name>.crt and <name>.key into dir.
 func NewCA(dir, name, cn string) (*CA, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	serial, err := randomSerial()
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: cn, Organization: []string{"flock.dev local"}},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(10 * 365 * 24 * time.Hour),
+		NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	kp, key, err := signAndWrite(dir, name, tmpl, nil, nil)
 	if err != nil {
 		return nil, err
 	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	ca := &CA{Cert: cert, Key: key, CertFile: filepath.Join(dir, name+".crt"), KeyFile: filepath.Join(dir, name+".key")}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, err
-	}
-	if err := writePEM(ca.CertFile, "CERTIFICATE", der, 0o644); err != nil {
-		return nil, err
-	}
-	if err := writePEM(ca.KeyFile, "EC PRIVATE KEY", keyDER, 0o600); err != nil {
-		return nil, err
-	}
-	return ca, nil
+	return &CA{Cert: kp.Cert, Key: key, CertFile: kp.CertFile, KeyFile: kp.KeyFile}, nil
 }
 
 // IssueClient issues a client certificate for user cn in groups orgs and
@@ -217,23 +191,12 @@ func (ca *CA) IssueClient(dir, name, cn string, orgs ...string) (*KeyPair, error
 
 // issue signs a leaf certificate described by spec and writes it into dir.
 func (ca *CA) issue(dir string, spec certSpec) (*KeyPair, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	serial, err := randomSerial()
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: serial,
-		Subject:      pkix.Name{CommonName: spec.cn, Organization: spec.orgs},
-		NotBefore:    now.Add(-time.Hour),
-		NotAfter:     now.Add(365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		DNSNames:     spec.dnsNames,
-		IPAddresses:  spec.ips,
+		Subject:     pkix.Name{CommonName: spec.cn, Organization: spec.orgs},
+		NotAfter:    time.Now().Add(365 * 24 * time.Hour),
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		DNSNames:    spec.dnsNames,
+		IPAddresses: spec.ips,
 	}
 	if spec.server {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
@@ -241,32 +204,51 @@ func (ca *CA) issue(dir string, spec certSpec) (*KeyPair, error) {
 	if spec.client {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
+	kp, _, err := signAndWrite(dir, spec.name, tmpl, ca.Cert, ca.Key)
+	return kp, err
+}
+
+// signAndWrite makes a fresh P-256 key, signs tmpl with parent and
+// parentKey (self-signed when parent is nil), valid from an hour ago, and
+// writes <name>.crt and <name>.key (0600) into dir.
+func signAndWrite(dir, name string, tmpl, parent *x509.Certificate, parentKey crypto.Signer) (*KeyPair, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if tmpl.SerialNumber, err = randomSerial(); err != nil {
+		return nil, nil, err
+	}
+	tmpl.NotBefore = time.Now().Add(-time.Hour)
+	if parent == nil {
+		parent, parentKey = tmpl, key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), parentKey)
+	if err != nil {
+		return nil, nil, err
 	}
 	cert, err := x509.ParseCertificate(der)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	kp := &KeyPair{
 		Cert:     cert,
-		CertFile: filepath.Join(dir, spec.name+".crt"),
-		KeyFile:  filepath.Join(dir, spec.name+".key"),
+		CertFile: filepath.Join(dir, name+".crt"),
+		KeyFile:  filepath.Join(dir, name+".key"),
 		CertPEM:  pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		KeyPEM:   pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}),
 	}
 	if err := os.WriteFile(kp.CertFile, kp.CertPEM, 0o644); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := os.WriteFile(kp.KeyFile, kp.KeyPEM, 0o600); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return kp, nil
+	return kp, key, nil
 }
 
 func randomSerial() (*big.Int, error) {
