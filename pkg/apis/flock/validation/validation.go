@@ -99,6 +99,8 @@ func ValidateFlockName(name string, prefix bool) []string {
 func ValidateFlock(f *flock.Flock, opts Options) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMeta(&f.ObjectMeta, true, ValidateFlockName, field.NewPath("metadata"))
 	allErrs = append(allErrs, validateFlockSpec(f, nil, opts, field.NewPath("spec"))...)
+	// The selector is immutable: an update keeps what create allowed.
+	allErrs = append(allErrs, validateSelectorReservedKeys(f.Spec.Selector, field.NewPath("spec", "selector"))...)
 	return allErrs
 }
 
@@ -313,6 +315,7 @@ func validateTemplate(spec *flock.FlockSpec, old *corev1.PodTemplateSpec, opts O
 	t := &spec.Template
 	metaPath := fldPath.Child("metadata")
 	allErrs := metav1validation.ValidateLabels(t.Labels, metaPath.Child("labels"))
+	allErrs = append(allErrs, validateTemplateMetadata(t, old, metaPath)...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateAnnotations(t.Annotations, metaPath.Child("annotations"))...)
 
 	specPath := fldPath.Child("spec")

@@ -407,6 +407,39 @@ func TestValidateFlock(t *testing.T) {
 			{field.ErrorTypeNotFound, "spec.template.spec.initContainers[0].volumeMounts[0].name", `Not found: "data"`},
 			{field.ErrorTypeNotFound, "spec.template.spec.containers[0].volumeMounts[0].name", `Not found: "data"`},
 		}},
+
+		// reserved label keys and template metadata
+		{name: "reserved keys in selector and template labels, one error per key", mutate: func(f *flock.Flock) {
+			for _, k := range []string{"flock.dev/name", "controller-revision-hash"} {
+				f.Spec.Selector.MatchLabels[k] = "other"
+				f.Spec.Template.Labels[k] = "other"
+			}
+			f.Spec.Selector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "flock.dev/ordinal", Operator: metav1.LabelSelectorOpDoesNotExist}}
+			f.Spec.Template.Labels["flock.dev/anything"] = "x"
+		}, want: []wantErr{
+			{field.ErrorTypeInvalid, "spec.selector.matchLabels[flock.dev/name]", "reserved"},
+			{field.ErrorTypeInvalid, "spec.selector.matchLabels[controller-revision-hash]", "reserved"},
+			{field.ErrorTypeInvalid, "spec.selector.matchExpressions[0].key", "reserved"},
+			{field.ErrorTypeInvalid, "spec.template.metadata.labels[flock.dev/name]", "reserved"},
+			{field.ErrorTypeInvalid, "spec.template.metadata.labels[controller-revision-hash]", "reserved"},
+			{field.ErrorTypeInvalid, "spec.template.metadata.labels[flock.dev/anything]", "reserved"},
+		}},
+		{name: "a key merely containing flock.dev is not reserved", mutate: func(f *flock.Flock) {
+			f.Spec.Template.Labels["example.com/flock.dev"] = "x"
+			f.Spec.Template.Labels["sub.flock.dev/x"] = "x"
+		}},
+		{name: "template metadata beyond labels and annotations", mutate: func(f *flock.Flock) {
+			m := &f.Spec.Template.ObjectMeta
+			m.Name, m.GenerateName, m.Namespace = "x", "x-", "other"
+			m.Finalizers = []string{"example.com/keep"}
+			m.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "c", UID: "u"}}
+		}, want: []wantErr{
+			{field.ErrorTypeForbidden, "spec.template.metadata.name", "only labels and annotations"},
+			{field.ErrorTypeForbidden, "spec.template.metadata.generateName", "only labels and annotations"},
+			{field.ErrorTypeForbidden, "spec.template.metadata.namespace", "only labels and annotations"},
+			{field.ErrorTypeForbidden, "spec.template.metadata.finalizers", "only labels and annotations"},
+			{field.ErrorTypeForbidden, "spec.template.metadata.ownerReferences", "only labels and annotations"},
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -532,6 +565,19 @@ func TestValidateFlockUpdate(t *testing.T) {
 			want:   []wantErr{{field.ErrorTypeForbidden, "spec.template.spec.containers[0].ports[0].hostPort", "host ports are not allowed"}}},
 		{name: "hostNetwork added, host access allowed", opts: Options{AllowHostAccess: true},
 			mutate: func(f *flock.Flock) { f.Spec.Template.Spec.HostNetwork = true }},
+
+		// reserved keys and template metadata: kept if stored before the rule, never added
+		{name: "reserved selector key kept", mutateOld: func(f *flock.Flock) {
+			f.Spec.Selector.MatchLabels["flock.dev/name"] = "pg"
+			f.Spec.Template.Labels["flock.dev/name"] = "pg"
+		}, mutate: func(f *flock.Flock) { f.Spec.Replicas = ptrTo(int32(4)) }},
+		{name: "reserved template label added", mutate: func(f *flock.Flock) { f.Spec.Template.Labels["flock.dev/node"] = "n1" },
+			want: []wantErr{{field.ErrorTypeInvalid, "spec.template.metadata.labels[flock.dev/node]", "reserved"}}},
+		{name: "template finalizers kept", mutateOld: func(f *flock.Flock) { f.Spec.Template.Finalizers = []string{"example.com/keep"} },
+			mutate: func(f *flock.Flock) { f.Spec.Replicas = ptrTo(int32(4)) }},
+		{name: "template finalizers changed", mutateOld: func(f *flock.Flock) { f.Spec.Template.Finalizers = []string{"example.com/keep"} },
+			mutate: func(f *flock.Flock) { f.Spec.Template.Finalizers = []string{"example.com/other"} },
+			want:   []wantErr{{field.ErrorTypeForbidden, "spec.template.metadata.finalizers", "only labels and annotations"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
