@@ -7,7 +7,21 @@ set -o errexit -o nounset -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
-CODEGEN_PKG=${CODEGEN_PKG:-$(go list -m -f '{{.Dir}}' k8s.io/code-generator)}
+# The generators come from k8s.io/code-generator at the version go.mod pins.
+# `go list -m` only finds a module already in the module cache, so on a fresh
+# machine (empty GOMODCACHE) it is downloaded first, from GOPROXY.
+if [ -z "${CODEGEN_PKG:-}" ]; then
+	if ! go mod download k8s.io/code-generator; then
+		echo "update-codegen: cannot download k8s.io/code-generator (the version in go.mod) into" \
+			"$(go env GOMODCACHE) from GOPROXY=$(go env GOPROXY); check the network or GOPROXY" >&2
+		exit 1
+	fi
+	CODEGEN_PKG=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)
+fi
+if [ ! -f "${CODEGEN_PKG}/kube_codegen.sh" ]; then
+	echo "update-codegen: no kube_codegen.sh in '${CODEGEN_PKG}' (k8s.io/code-generator)" >&2
+	exit 1
+fi
 # shellcheck source=/dev/null
 source "${CODEGEN_PKG}/kube_codegen.sh"
 
