@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -28,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"flock.dev/flock/internal/syskubectl"
 	flockclient "flock.dev/flock/pkg/generated/clientset/versioned"
 )
 
@@ -182,7 +182,7 @@ func (o *Options) complete() error {
 		return &MissingBinariesError{BinDir: o.BinDir, Missing: missing}
 	}
 	if o.SystemKubectl == "" {
-		o.SystemKubectl = findSystemKubectl(filepath.Join(o.BinDir, "kubectl"))
+		o.SystemKubectl = syskubectl.Find(os.Getenv("PATH"), o.BinDir)
 	}
 	return nil
 }
@@ -415,17 +415,4 @@ func doOK(client *http.Client, req *http.Request) (bool, error) {
 		return false, fmt.Errorf("%s %s: %d %s", req.Method, req.URL, resp.StatusCode, body[:n])
 	}
 	return true, nil
-}
-
-func findSystemKubectl(built string) string {
-	p, err := exec.LookPath("kubectl")
-	if err != nil {
-		return ""
-	}
-	a, errA := filepath.EvalSymlinks(p)
-	b, errB := filepath.EvalSymlinks(built)
-	if errA == nil && errB == nil && a == b {
-		return ""
-	}
-	return p
 }

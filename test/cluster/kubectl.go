@@ -9,6 +9,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"flock.dev/flock/internal/syskubectl"
 )
 
 // Kubectl is one kubectl binary.
@@ -46,11 +48,13 @@ func (c *Cluster) KubectlBuilt() Kubectl {
 	return Kubectl{Name: "built", Path: c.bin("kubectl")}
 }
 
-// KubectlSystem is the system's kubectl (Options.SystemKubectl, by default
-// the first on PATH that is not BinDir's), or an error if there is none.
+// KubectlSystem is the second, older kubectl (Options.SystemKubectl; by
+// default the first kubectl on PATH that is not BinDir's, else
+// BinDir/kubectl-1.32: see package syskubectl), or an error if there is none.
 func (c *Cluster) KubectlSystem() (Kubectl, error) {
 	if c.opts.SystemKubectl == "" {
-		return Kubectl{}, errors.New("no system kubectl: none on PATH besides " + c.bin("kubectl") + " (install one or set Options.SystemKubectl)")
+		return Kubectl{}, errors.New("no system kubectl: no kubectl on PATH other than the built " + c.bin("kubectl") +
+			" and no " + c.bin(syskubectl.SkewName) + " (install one, build one with FLOCK_SKEW_KUBECTL=1 ./hack/build-tools.sh, or set Options.SystemKubectl)")
 	}
 	return Kubectl{Name: "system", Path: c.opts.SystemKubectl}, nil
 }
