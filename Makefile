@@ -5,7 +5,7 @@ GO ?= go
 BIN := $(CURDIR)/_output/bin
 GOTEST_FLAGS ?=
 
-.PHONY: all build tools test test-unit test-integration test-e2e bench \
+.PHONY: all build tools doctor test test-unit test-integration test-e2e bench \
 	verify verify-codegen verify-gofmt verify-vet verify-mod \
 	update update-codegen update-gofmt update-mod local-up clean
 
@@ -19,11 +19,15 @@ build:
 tools:
 	./hack/build-tools.sh
 
-## test: unit, integration and end-to-end tests
-test: test-unit test-integration test-e2e
+## doctor: check the prerequisites; print what is missing and its Debian package
+doctor:
+	$(GO) run ./hack/doctor
+
+## test: the prerequisites, then unit, integration and end-to-end tests
+test: doctor test-unit test-integration test-e2e
 
 test-unit:
-	$(GO) test $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./hack/... ./test/cluster/...
+	$(GO) test $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./hack/... ./internal/... ./test/cluster/...
 
 test-integration:
 	$(GO) test $(GOTEST_FLAGS) -count=1 -timeout 15m ./test/integration/...

@@ -41,7 +41,7 @@ fi
 step() {
 	local name=$1; shift
 	local start=$SECONDS
-	echo "build-tools: building $name (a cold build takes minutes: kube-apiserver ~5 min on 2 cores) ..."
+	echo "build-tools: building $name ..."
 	# Print a heartbeat so nobody thinks a long cold build hangs.
 	( while sleep 30; do echo "build-tools:   ... still building $name ($((SECONDS - start))s)"; done ) &
 	local hb=$!

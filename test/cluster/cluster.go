@@ -83,7 +83,8 @@ type Options struct {
 	// and DNSAddr is empty).
 	WithoutDNS bool
 	// SystemKubectl is a second kubectl (the system's, an older version).
-	// Default: the first `kubectl` on PATH that is not BinDir/kubectl.
+	// Default: the first `kubectl` on PATH that is not BinDir/kubectl, else
+	// BinDir/kubectl-1.32 (syskubectl.Find).
 	SystemKubectl string
 	// ReadyTimeout bounds the wait for each component. Default 90s.
 	ReadyTimeout time.Duration
