@@ -46,7 +46,7 @@ kube::codegen::gen_openapi \
 kube::codegen::gen_client \
 	--with-watch \
 	--with-applyconfig \
-	--applyconfig-externals k8s.io/api/core/v1.PodTemplateSpec:k8s.io/client-go/applyconfigurations/core/v1 \
+	--applyconfig-externals k8s.io/api/core/v1.PodTemplateSpec:k8s.io/client-go/applyconfigurations/core/v1,k8s.io/api/core/v1.PersistentVolumeClaimTemplate:k8s.io/client-go/applyconfigurations/core/v1 \
 	--applyconfig-openapi-schema <(go run "$THIS_PKG/hack/models-schema") \
 	--output-dir "$ROOT/pkg/generated" \
 	--output-pkg "$THIS_PKG/pkg/generated" \

@@ -106,7 +106,10 @@ func (e *embeddedController) start(hookCtx genericapiserver.PostStartHookContext
 		e.broadcast.Shutdown()
 	}()
 
-	run := func(ctx context.Context) { e.controller.Run(ctx, e.config.Options.Workers) }
+	run := func(ctx context.Context) {
+		go flockcontroller.EnsureLocalStorageClass(ctx, e.kubeClient)
+		e.controller.Run(ctx, e.config.Options.Workers)
+	}
 	le := e.config.LeaderElection
 	if !le.LeaderElect {
 		go run(ctx2)

@@ -54,11 +54,12 @@ const (
 type RetentionPolicyType string
 
 const (
-	// RetainRetentionPolicy keeps the data directory on the node, so a member
-	// that comes back finds its data.
+	// RetainRetentionPolicy keeps the member's PersistentVolume, claim and
+	// data directory, so a member that comes back finds its data.
 	RetainRetentionPolicy RetentionPolicyType = "Retain"
-	// DeleteRetentionPolicy removes the data directory with a short helper pod
-	// on the member's node.
+	// DeleteRetentionPolicy removes the member's data directory (with a short
+	// helper pod in the server's namespace) and then its claim and
+	// PersistentVolume.
 	DeleteRetentionPolicy RetentionPolicyType = "Delete"
 )
 
@@ -137,16 +138,38 @@ type FlockPlacement struct {
 	Nodes []string
 }
 
-// FlockStorage describes the data directory each member gets on its node.
+// FlockStorage describes the data each member keeps: by default a directory
+// on the member's node, delivered as a hostPath PersistentVolume pre-bound to
+// a PersistentVolumeClaim; with ClaimTemplate, a claim from a StorageClass.
 type FlockStorage struct {
 	// VolumeName is the name of the volume the controller injects into each
-	// member's pod: a hostPath directory <data-root>/<namespace>/<flock> on the
-	// member's node. Containers mount it by this name. The template may not
-	// define a volume of this name. Defaults to "data". Immutable.
+	// member's pod: the member's PersistentVolumeClaim
+	// <volumeName>-<flock>-<ordinal>. Containers mount it by this name. The
+	// template may not define a volume of this name. Defaults to "data".
+	// Immutable.
 	VolumeName string
 
-	// Retention says what happens to a member's data directory when the Flock
-	// is deleted or scaled down.
+	// Size is the capacity of each member's node-local PersistentVolume, a
+	// quantity such as 10Gi. A hostPath directory is not limited to it; it is
+	// what the PersistentVolume and claim report. Defaults to 1Gi when
+	// claimTemplate is not set; not allowed with claimTemplate. Immutable.
+	Size string
+
+	// Mode is the permission bits of a member's node-local data directory,
+	// from 0 to 0777 (0770 by default). The directory is owned by the
+	// template's runAsUser and fsGroup (root when unset). Not allowed with
+	// claimTemplate.
+	Mode *int32
+
+	// ClaimTemplate, when set, gives each member a PersistentVolumeClaim made
+	// from it (as a StatefulSet's volumeClaimTemplates do) instead of a
+	// directory on its node: the claim's StorageClass provisions the volume,
+	// and a member follows its volume to whatever node that volume can be
+	// used on. Mutually exclusive with size and mode. Immutable.
+	ClaimTemplate *corev1.PersistentVolumeClaimTemplate
+
+	// Retention says what happens to a member's data (its PersistentVolume,
+	// claim and directory) when the Flock is deleted or scaled down.
 	Retention RetentionPolicy
 }
 
@@ -256,6 +279,15 @@ type FlockMember struct {
 
 	// Revision is the template revision of the member's pod.
 	Revision string
+
+	// PersistentVolume is the name of the PersistentVolume holding the
+	// member's data: flock-<flock UID>-<ordinal> for node-local data, the
+	// provisioned volume with a claim template (once it is bound).
+	PersistentVolume string
+
+	// Claim is the name of the member's PersistentVolumeClaim,
+	// <volumeName>-<flock>-<ordinal>.
+	Claim string
 
 	// Message says why the member is not running, when it is not.
 	Message string

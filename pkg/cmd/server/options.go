@@ -60,8 +60,11 @@ type Options struct {
 	KubeAPIBurst int
 	// LeaderElection makes only one of several replicas run the controller.
 	LeaderElection componentbaseconfig.LeaderElectionConfiguration
-	// CleanupImage is the image of the helper pod that removes data directories.
-	CleanupImage string
+	// HelperImage is the image of the helper pods that prepare and remove
+	// members' data directories (it needs sh, chmod, chown and rm).
+	HelperImage string
+	// HelperNamespace is the namespace helper pods run in: the server's own.
+	HelperNamespace string
 	// RolloutHaltAfter is how long a new-revision pod may stay not Ready
 	// before a rolling update is reported halted.
 	RolloutHaltAfter time.Duration
@@ -109,7 +112,8 @@ func NewOptions() *Options {
 			ResourceName:      "flock-controller",
 			ResourceNamespace: "flock-system",
 		},
-		CleanupImage:     "busybox:1.36",
+		HelperImage:      "busybox:1.36",
+		HelperNamespace:  "flock-system",
 		RolloutHaltAfter: 30 * time.Second,
 		Logs:             logs.NewOptions(),
 	}
@@ -152,8 +156,12 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of Flocks synced concurrently.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second of the controller's client of the core cluster.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of the controller's client of the core cluster.")
-	fs.StringVar(&o.CleanupImage, "cleanup-image", o.CleanupImage,
-		"Image of the helper pod that removes a member's data directory under the Delete retention policy.")
+	fs.StringVar(&o.HelperImage, "helper-image", o.HelperImage,
+		"Image of the short helper pods that prepare a member's data directory (owner and mode) and remove it under the Delete retention policy; it needs sh, chmod, chown and rm. Pin it by digest (image@sha256:...) in production.")
+	fs.StringVar(&o.HelperImage, "cleanup-image", o.HelperImage, "Former name of --helper-image.")
+	_ = fs.MarkDeprecated("cleanup-image", "use --helper-image")
+	fs.StringVar(&o.HelperNamespace, "helper-namespace", o.HelperNamespace,
+		"Namespace of the helper pods: the server's own, so that no tenant's quota, LimitRange or Pod Security level applies to them and no tenant can fake their result. It must allow hostPath volumes.")
 	fs.DurationVar(&o.RolloutHaltAfter, "rollout-halt-after", o.RolloutHaltAfter,
 		"How long a pod of a rolling update's new revision may stay not Ready before the rollout is reported halted (condition Progressing=False, reason RolloutHalted).")
 	options.BindLeaderElectionFlags(&o.LeaderElection, fss.FlagSet("leader election"))
@@ -228,8 +236,11 @@ func (o *Options) Validate() error {
 	if o.RolloutHaltAfter <= 0 {
 		errs = append(errs, fmt.Errorf("--rollout-halt-after must be positive, got %s", o.RolloutHaltAfter))
 	}
-	if o.CleanupImage == "" {
-		errs = append(errs, fmt.Errorf("--cleanup-image is required"))
+	if o.HelperImage == "" {
+		errs = append(errs, fmt.Errorf("--helper-image is required"))
+	}
+	if msgs := validation.IsDNS1123Label(o.HelperNamespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--helper-namespace %q: %s", o.HelperNamespace, strings.Join(msgs, "; ")))
 	}
 	return utilerrors.NewAggregate(errs)
 }

@@ -32,9 +32,10 @@ func TestOptionsValidate(t *testing.T) {
 			o.LeaderElection.LeaderElect = false
 			o.LeaderElection.ResourceName = ""
 		}, nil},
-		{"empty cleanup image", func(o *Options) { o.CleanupImage = "" }, []string{"--cleanup-image is required"}},
+		{"empty helper image", func(o *Options) { o.HelperImage = "" }, []string{"--helper-image is required"}},
+		{"helper namespace not a name", func(o *Options) { o.HelperNamespace = "Flock System" }, []string{`--helper-namespace "Flock System"`}},
 		{"zero rollout halt", func(o *Options) { o.RolloutHaltAfter = 0 }, []string{"--rollout-halt-after must be positive"}},
-		{"several errors at once", func(o *Options) { o.Workers = 0; o.CleanupImage = "" }, []string{"--workers", "--cleanup-image"}},
+		{"several errors at once", func(o *Options) { o.Workers = 0; o.HelperImage = "" }, []string{"--workers", "--helper-image"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -107,7 +108,7 @@ func TestHelpMentionsFlockFlags(t *testing.T) {
 	}
 	all := strings.Join(names, " ")
 	for _, want := range []string{"etcd-servers", "embedded-etcd-data-dir", "data-root", "allow-host-access", "cluster-domain",
-		"controllers", "workers", "kube-api-qps", "leader-elect", "cleanup-image", "kubeconfig", "authentication-kubeconfig", "secure-port"} {
+		"controllers", "workers", "kube-api-qps", "leader-elect", "helper-image", "helper-namespace", "kubeconfig", "authentication-kubeconfig", "secure-port"} {
 		if !strings.Contains(" "+all+" ", " "+want+" ") {
 			t.Errorf("flag --%s missing", want)
 		}

@@ -114,7 +114,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 				Options: flockcontroller.Options{
 					ClusterDomain:    o.ClusterDomain,
 					DataRoot:         o.DataRoot,
-					CleanupImage:     o.CleanupImage,
+					CleanupImage:     o.HelperImage,
 					RolloutHaltAfter: o.RolloutHaltAfter,
 					Workers:          o.Workers,
 				},

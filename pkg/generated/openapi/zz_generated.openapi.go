@@ -525,6 +525,20 @@ func schema_pkg_apis_flock_v1alpha1_FlockMember(ref common.ReferenceCallback) co
 							Format:      "",
 						},
 					},
+					"persistentVolume": {
+						SchemaProps: spec.SchemaProps{
+							Description: "PersistentVolume is the name of the PersistentVolume holding the member's data: flock-<flock UID>-<ordinal> for node-local data, the provisioned volume with a claim template (once it is bound).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"claim": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Claim is the name of the member's PersistentVolumeClaim, <volumeName>-<flock>-<ordinal>.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"message": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Message says why the member is not running, when it is not.",
@@ -808,19 +822,39 @@ func schema_pkg_apis_flock_v1alpha1_FlockStorage(ref common.ReferenceCallback) c
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "FlockStorage describes the data directory each member gets on its node.",
+				Description: "FlockStorage describes the data each member keeps: by default a directory on the member's node, delivered as a hostPath PersistentVolume pre-bound to a PersistentVolumeClaim; with claimTemplate, a claim from a StorageClass.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"volumeName": {
 						SchemaProps: spec.SchemaProps{
-							Description: "VolumeName is the name of the volume the controller injects into each member's pod: a hostPath directory <data-root>/<namespace>/<flock> on the member's node. Containers mount it by this name. The template may not define a volume of this name. Defaults to \"data\". Immutable.",
+							Description: "VolumeName is the name of the volume the controller injects into each member's pod: the member's PersistentVolumeClaim <volumeName>-<flock>-<ordinal>. Containers mount it by this name. The template may not define a volume of this name. Defaults to \"data\". Immutable.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
 					},
+					"size": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Size is the capacity of each member's node-local PersistentVolume, a quantity such as 10Gi. A hostPath directory is not limited to it; it is what the PersistentVolume and claim report. Defaults to 1Gi when claimTemplate is not set; not allowed with claimTemplate. Immutable.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"mode": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Mode is the permission bits of a member's node-local data directory, from 0 to 0777 (0770 by default; YAML accepts octal, JSON needs decimal). The directory is owned by the template's runAsUser and fsGroup (root when unset). Not allowed with claimTemplate.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"claimTemplate": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ClaimTemplate, when set, gives each member a PersistentVolumeClaim made from it (as a StatefulSet's volumeClaimTemplates do) instead of a directory on its node: the claim's StorageClass provisions the volume, and a member follows its volume to whatever node that volume can be used on. Mutually exclusive with size and mode. Immutable.",
+							Ref:         ref(corev1.PersistentVolumeClaimTemplate{}.OpenAPIModelName()),
+						},
+					},
 					"retention": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Retention says what happens to a member's data directory when the Flock is deleted or scaled down.",
+							Description: "Retention says what happens to a member's data (its PersistentVolume, claim and directory) when the Flock is deleted or scaled down.",
 							Default:     map[string]interface{}{},
 							Ref:         ref(v1alpha1.RetentionPolicy{}.OpenAPIModelName()),
 						},
@@ -829,7 +863,7 @@ func schema_pkg_apis_flock_v1alpha1_FlockStorage(ref common.ReferenceCallback) c
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.RetentionPolicy{}.OpenAPIModelName()},
+			v1alpha1.RetentionPolicy{}.OpenAPIModelName(), corev1.PersistentVolumeClaimTemplate{}.OpenAPIModelName()},
 	}
 }
 
@@ -899,7 +933,7 @@ func schema_pkg_apis_flock_v1alpha1_RetentionPolicy(ref common.ReferenceCallback
 				Properties: map[string]spec.Schema{
 					"whenDeleted": {
 						SchemaProps: spec.SchemaProps{
-							Description: "WhenDeleted applies when the Flock is deleted: Retain (the default) or Delete.\n\nPossible enum values:\n - `\"Delete\"` removes the data directory with a short helper pod on the member's node.\n - `\"Retain\"` keeps the data directory on the node, so a member that comes back finds its data.",
+							Description: "WhenDeleted applies when the Flock is deleted: Retain (the default) or Delete.\n\nPossible enum values:\n - `\"Delete\"` removes the member's data directory (with a short helper pod in the server's namespace) and then its claim and PersistentVolume.\n - `\"Retain\"` keeps the member's PersistentVolume, claim and data directory, so a member that comes back finds its data.",
 							Type:        []string{"string"},
 							Format:      "",
 							Enum:        []interface{}{"Delete", "Retain"},
@@ -907,7 +941,7 @@ func schema_pkg_apis_flock_v1alpha1_RetentionPolicy(ref common.ReferenceCallback
 					},
 					"whenScaled": {
 						SchemaProps: spec.SchemaProps{
-							Description: "WhenScaled applies to members removed by a scale down: Retain (the default) or Delete.\n\nPossible enum values:\n - `\"Delete\"` removes the data directory with a short helper pod on the member's node.\n - `\"Retain\"` keeps the data directory on the node, so a member that comes back finds its data.",
+							Description: "WhenScaled applies to members removed by a scale down: Retain (the default) or Delete.\n\nPossible enum values:\n - `\"Delete\"` removes the member's data directory (with a short helper pod in the server's namespace) and then its claim and PersistentVolume.\n - `\"Retain\"` keeps the member's PersistentVolume, claim and data directory, so a member that comes back finds its data.",
 							Type:        []string{"string"},
 							Format:      "",
 							Enum:        []interface{}{"Delete", "Retain"},

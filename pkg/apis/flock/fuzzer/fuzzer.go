@@ -37,6 +37,14 @@ func fuzzFlockSpec(s *flock.FlockSpec, c randfill.Continue) {
 	if s.Storage.VolumeName == "" {
 		s.Storage.VolumeName = v1alpha1.DefaultVolumeName
 	}
+	if s.Storage.ClaimTemplate == nil {
+		if s.Storage.Size == "" {
+			s.Storage.Size = v1alpha1.DefaultStorageSize
+		}
+		if s.Storage.Mode == nil {
+			s.Storage.Mode = ptr(v1alpha1.DefaultStorageMode)
+		}
+	}
 	s.Storage.Retention.WhenDeleted = oneOf(c, flock.RetainRetentionPolicy, flock.DeleteRetentionPolicy)
 	s.Storage.Retention.WhenScaled = oneOf(c, flock.RetainRetentionPolicy, flock.DeleteRetentionPolicy)
 	s.PodManagementPolicy = oneOf(c, flock.OrderedReadyPodManagement, flock.ParallelPodManagement)

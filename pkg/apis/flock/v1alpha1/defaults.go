@@ -7,7 +7,12 @@ import (
 
 // Default values of a Flock's optional fields.
 const (
-	DefaultVolumeName           = "data"
+	DefaultVolumeName = "data"
+	// DefaultStorageSize is spec.storage.size of node-local data.
+	DefaultStorageSize = "1Gi"
+	// DefaultStorageMode is spec.storage.mode of node-local data: owner and
+	// group may read, write and enter the directory, others nothing.
+	DefaultStorageMode          = int32(0o770)
 	DefaultRevisionHistoryLimit = int32(10)
 )
 
@@ -31,6 +36,15 @@ func SetDefaults_FlockSpec(obj *FlockSpec) {
 	}
 	if obj.Storage.VolumeName == "" {
 		obj.Storage.VolumeName = DefaultVolumeName
+	}
+	if obj.Storage.ClaimTemplate == nil {
+		// Node-local data; a claim template carries its own size.
+		if obj.Storage.Size == "" {
+			obj.Storage.Size = DefaultStorageSize
+		}
+		if obj.Storage.Mode == nil {
+			obj.Storage.Mode = ptr(DefaultStorageMode)
+		}
 	}
 	if obj.Storage.Retention.WhenDeleted == "" {
 		obj.Storage.Retention.WhenDeleted = RetainRetentionPolicy

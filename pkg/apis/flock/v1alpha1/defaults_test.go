@@ -53,6 +53,8 @@ func defaulted() *v1alpha1.Flock {
 	f.Spec.ServiceName = "pg"
 	f.Spec.Storage = v1alpha1.FlockStorage{
 		VolumeName: "data",
+		Size:       v1alpha1.DefaultStorageSize,
+		Mode:       ptrTo(v1alpha1.DefaultStorageMode),
 		Retention: v1alpha1.RetentionPolicy{
 			WhenDeleted: v1alpha1.RetainRetentionPolicy,
 			WhenScaled:  v1alpha1.RetainRetentionPolicy,
@@ -79,6 +81,8 @@ func explicit() *v1alpha1.Flock {
 	f.Spec.ServiceName = "pg-headless"
 	f.Spec.Storage = v1alpha1.FlockStorage{
 		VolumeName: "store",
+		Size:       "10Gi",
+		Mode:       ptrTo(int32(0o700)),
 		Retention: v1alpha1.RetentionPolicy{
 			WhenDeleted: v1alpha1.DeleteRetentionPolicy,
 			WhenScaled:  v1alpha1.DeleteRetentionPolicy,
@@ -133,6 +137,16 @@ func TestDefaults(t *testing.T) {
 		}, want: func() *v1alpha1.Flock {
 			f := defaulted()
 			f.Spec.Storage.Retention.WhenScaled = v1alpha1.DeleteRetentionPolicy
+			return f
+		}},
+		{name: "a claim template gets no size or mode", in: func() *v1alpha1.Flock {
+			f := minimal()
+			f.Spec.Storage.ClaimTemplate = &corev1.PersistentVolumeClaimTemplate{}
+			return f
+		}, want: func() *v1alpha1.Flock {
+			f := defaulted()
+			f.Spec.Storage.Size, f.Spec.Storage.Mode = "", nil
+			f.Spec.Storage.ClaimTemplate = &corev1.PersistentVolumeClaimTemplate{}
 			return f
 		}},
 		{name: "Reassign keeps afterSeconds", in: func() *v1alpha1.Flock {
@@ -216,6 +230,8 @@ func TestDefaultsOnDecode(t *testing.T) {
 		{"replicas (explicit 0 kept)", *s.Replicas, int32(0)},
 		{"serviceName", s.ServiceName, "pg"},
 		{"storage.volumeName", s.Storage.VolumeName, v1alpha1.DefaultVolumeName},
+		{"storage.size", s.Storage.Size, v1alpha1.DefaultStorageSize},
+		{"storage.mode", derefOrNil(s.Storage.Mode), v1alpha1.DefaultStorageMode},
 		{"storage.retention.whenDeleted", s.Storage.Retention.WhenDeleted, flock.RetainRetentionPolicy},
 		{"storage.retention.whenScaled", s.Storage.Retention.WhenScaled, flock.RetainRetentionPolicy},
 		{"podManagementPolicy", s.PodManagementPolicy, flock.OrderedReadyPodManagement},

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
@@ -106,7 +107,8 @@ func ValidateFlock(f *flock.Flock, opts Options) field.ErrorList {
 
 // ValidateFlockUpdate checks an update of a Flock's metadata and spec. The
 // name is not checked again (it cannot change). selector, serviceName,
-// storage.volumeName and podManagementPolicy are immutable. Host access that
+// storage.volumeName, storage.size, storage.claimTemplate and
+// podManagementPolicy are immutable. Host access that
 // the old template already had may be kept, so that a Flock created while the
 // server allowed host access can still be scaled, updated and deleted; it
 // cannot be extended.
@@ -118,6 +120,8 @@ func ValidateFlockUpdate(newF, oldF *flock.Flock, opts Options) field.ErrorList 
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newF.Spec.Selector, oldF.Spec.Selector, specPath.Child("selector"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newF.Spec.ServiceName, oldF.Spec.ServiceName, specPath.Child("serviceName"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newF.Spec.Storage.VolumeName, oldF.Spec.Storage.VolumeName, specPath.Child("storage", "volumeName"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newF.Spec.Storage.Size, oldF.Spec.Storage.Size, specPath.Child("storage", "size"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newF.Spec.Storage.ClaimTemplate, oldF.Spec.Storage.ClaimTemplate, specPath.Child("storage", "claimTemplate"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newF.Spec.PodManagementPolicy, oldF.Spec.PodManagementPolicy, specPath.Child("podManagementPolicy"))...)
 	return allErrs
 }
@@ -229,6 +233,10 @@ func validatePlacement(p *flock.FlockPlacement, replicas int32, replicasKnown bo
 	return allErrs
 }
 
+// MaxStorageMode is the largest spec.storage.mode: permission bits only, no
+// setuid, setgid or sticky bit.
+const MaxStorageMode = 0o777
+
 func validateStorage(s *flock.FlockStorage, fldPath *field.Path) field.ErrorList {
 	var allErrs field.ErrorList
 	vnPath := fldPath.Child("volumeName")
@@ -239,9 +247,76 @@ func validateStorage(s *flock.FlockStorage, fldPath *field.Path) field.ErrorList
 			allErrs = append(allErrs, field.Invalid(vnPath, s.VolumeName, msg))
 		}
 	}
+	sizePath, modePath := fldPath.Child("size"), fldPath.Child("mode")
+	if s.ClaimTemplate != nil {
+		// Node-local data and claims from a StorageClass are two modes.
+		const detail = "may not be set with spec.storage.claimTemplate: the claim template's resources.requests.storage is the size of a member's volume"
+		if s.Size != "" {
+			allErrs = append(allErrs, field.Forbidden(sizePath, detail))
+		}
+		if s.Mode != nil {
+			allErrs = append(allErrs, field.Forbidden(modePath,
+				"may not be set with spec.storage.claimTemplate: a provisioned volume's permissions follow the template's fsGroup"))
+		}
+		allErrs = append(allErrs, validateClaimTemplate(s.ClaimTemplate, fldPath.Child("claimTemplate"))...)
+	} else {
+		if s.Size == "" {
+			allErrs = append(allErrs, field.Required(sizePath, "the capacity of each member's PersistentVolume, such as 1Gi"))
+		} else if q, err := resource.ParseQuantity(s.Size); err != nil {
+			allErrs = append(allErrs, field.Invalid(sizePath, s.Size, "must be a quantity such as 1Gi or 500Mi"))
+		} else if q.Sign() <= 0 {
+			allErrs = append(allErrs, field.Invalid(sizePath, s.Size, "must be greater than zero"))
+		}
+		if s.Mode != nil && (*s.Mode < 0 || *s.Mode > MaxStorageMode) {
+			allErrs = append(allErrs, field.Invalid(modePath, *s.Mode,
+				fmt.Sprintf("must be permission bits from 0 to 0777 (octal; %d decimal)", MaxStorageMode)))
+		}
+	}
 	retPath := fldPath.Child("retention")
 	allErrs = append(allErrs, validateEnum(s.Retention.WhenDeleted, validRetentionPolicies, retPath.Child("whenDeleted"))...)
 	allErrs = append(allErrs, validateEnum(s.Retention.WhenScaled, validRetentionPolicies, retPath.Child("whenScaled"))...)
+	return allErrs
+}
+
+// validateClaimTemplate checks what the controller relies on in a claim
+// template; kube-apiserver validates each claim in full when it is created.
+func validateClaimTemplate(ct *corev1.PersistentVolumeClaimTemplate, fldPath *field.Path) field.ErrorList {
+	metaPath := fldPath.Child("metadata")
+	allErrs := metav1validation.ValidateLabels(ct.Labels, metaPath.Child("labels"))
+	allErrs = append(allErrs, apimachineryvalidation.ValidateAnnotations(ct.Annotations, metaPath.Child("annotations"))...)
+	if ct.Name != "" || ct.GenerateName != "" {
+		allErrs = append(allErrs, field.Forbidden(metaPath.Child("name"),
+			"members' claims are named <spec.storage.volumeName>-<flock>-<ordinal>"))
+	}
+	if ct.Namespace != "" {
+		allErrs = append(allErrs, field.Forbidden(metaPath.Child("namespace"), "members' claims are in the Flock's namespace"))
+	}
+
+	specPath := fldPath.Child("spec")
+	spec := &ct.Spec
+	if len(spec.AccessModes) == 0 {
+		allErrs = append(allErrs, field.Required(specPath.Child("accessModes"), "at least one access mode, such as ReadWriteOnce"))
+	}
+	storagePath := specPath.Child("resources", "requests").Key(string(corev1.ResourceStorage))
+	if q, ok := spec.Resources.Requests[corev1.ResourceStorage]; !ok {
+		allErrs = append(allErrs, field.Required(storagePath, "the size of each member's volume, such as 1Gi"))
+	} else if q.Sign() <= 0 {
+		allErrs = append(allErrs, field.Invalid(storagePath, q.String(), "must be greater than zero"))
+	}
+	if spec.VolumeName != "" {
+		allErrs = append(allErrs, field.Forbidden(specPath.Child("volumeName"),
+			"each member's claim is bound to its own volume; a template cannot name one"))
+	}
+	if sc := spec.StorageClassName; sc != nil {
+		if *sc == "" {
+			allErrs = append(allErrs, field.Invalid(specPath.Child("storageClassName"), *sc,
+				"must name a StorageClass, or be left out to use the cluster's default StorageClass: a claim without a class is never provisioned"))
+		} else {
+			for _, msg := range utilvalidation.IsDNS1123Subdomain(*sc) {
+				allErrs = append(allErrs, field.Invalid(specPath.Child("storageClassName"), *sc, msg))
+			}
+		}
+	}
 	return allErrs
 }
 
@@ -562,9 +637,14 @@ func validateFlockStatus(f *flock.Flock, fldPath *field.Path) field.ErrorList {
 				allErrs = append(allErrs, field.Invalid(idxPath.Child("pod"), m.Pod, fmt.Sprintf("must be %q (<name>-<ordinal>)", want)))
 			}
 		}
-		if m.Hostname != "" {
-			for _, msg := range utilvalidation.IsDNS1123Subdomain(m.Hostname) {
-				allErrs = append(allErrs, field.Invalid(idxPath.Child("hostname"), m.Hostname, msg))
+		for _, name := range []struct {
+			field, value string
+		}{{"hostname", m.Hostname}, {"persistentVolume", m.PersistentVolume}, {"claim", m.Claim}} {
+			if name.value == "" {
+				continue
+			}
+			for _, msg := range utilvalidation.IsDNS1123Subdomain(name.value) {
+				allErrs = append(allErrs, field.Invalid(idxPath.Child(name.field), name.value, msg))
 			}
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -32,6 +33,8 @@ func validFlock() *flock.Flock {
 			Placement:   flock.FlockPlacement{NodeSelector: map[string]string{"disk": "local"}},
 			Storage: flock.FlockStorage{
 				VolumeName: "data",
+				Size:       "1Gi",
+				Mode:       ptrTo(int32(0o770)),
 				Retention: flock.RetentionPolicy{
 					WhenDeleted: flock.RetainRetentionPolicy,
 					WhenScaled:  flock.RetainRetentionPolicy,
@@ -108,6 +111,21 @@ func checkErrors(t *testing.T, errs field.ErrorList, want []wantErr) {
 		if !used[i] {
 			t.Errorf("unexpected error: %v (type %s, path %s)", e, e.Type, e.Field)
 		}
+	}
+}
+
+// useClaimTemplate switches f to claims from a StorageClass.
+func useClaimTemplate(f *flock.Flock) {
+	f.Spec.Storage.Size, f.Spec.Storage.Mode = "", nil
+	f.Spec.Storage.ClaimTemplate = &corev1.PersistentVolumeClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"tier": "db"}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptrTo("fast"),
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: resource.MustParse("5Gi"),
+			}},
+		},
 	}
 }
 
@@ -239,6 +257,48 @@ func TestValidateFlock(t *testing.T) {
 			f.Spec.Template.Spec.Containers[0].VolumeMounts[0].Name = "Data"
 			f.Spec.Template.Spec.InitContainers[0].VolumeMounts[0].Name = "Data"
 		}, want: []wantErr{{field.ErrorTypeInvalid, "spec.storage.volumeName", "RFC 1123 label"}}},
+		{name: "size not a quantity", mutate: func(f *flock.Flock) { f.Spec.Storage.Size = "lots" },
+			want: []wantErr{{field.ErrorTypeInvalid, "spec.storage.size", "must be a quantity such as 1Gi"}}},
+		{name: "size zero", mutate: func(f *flock.Flock) { f.Spec.Storage.Size = "0" },
+			want: []wantErr{{field.ErrorTypeInvalid, "spec.storage.size", "must be greater than zero"}}},
+		{name: "size missing in node mode", mutate: func(f *flock.Flock) { f.Spec.Storage.Size = "" },
+			want: []wantErr{{field.ErrorTypeRequired, "spec.storage.size", "capacity of each member's PersistentVolume"}}},
+		{name: "mode unset is fine", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = nil }},
+		{name: "mode 0700", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = ptrTo(int32(0o700)) }},
+		{name: "mode with setuid bit", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = ptrTo(int32(0o4770)) },
+			want: []wantErr{{field.ErrorTypeInvalid, "spec.storage.mode", "from 0 to 0777"}}},
+		{name: "mode negative", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = ptrTo(int32(-1)) },
+			want: []wantErr{{field.ErrorTypeInvalid, "spec.storage.mode", "from 0 to 0777"}}},
+		{name: "claim template", mutate: func(f *flock.Flock) { useClaimTemplate(f) }},
+		{name: "claim template with the default class", mutate: func(f *flock.Flock) {
+			useClaimTemplate(f)
+			f.Spec.Storage.ClaimTemplate.Spec.StorageClassName = nil
+		}},
+		{name: "both modes at once", mutate: func(f *flock.Flock) {
+			useClaimTemplate(f)
+			f.Spec.Storage.Size, f.Spec.Storage.Mode = "1Gi", ptrTo(int32(0o770))
+		}, want: []wantErr{
+			{field.ErrorTypeForbidden, "spec.storage.size", "may not be set with spec.storage.claimTemplate"},
+			{field.ErrorTypeForbidden, "spec.storage.mode", "may not be set with spec.storage.claimTemplate"},
+		}},
+		{name: "claim template without size or access modes", mutate: func(f *flock.Flock) {
+			useClaimTemplate(f)
+			f.Spec.Storage.ClaimTemplate.Spec.AccessModes = nil
+			f.Spec.Storage.ClaimTemplate.Spec.Resources.Requests = nil
+		}, want: []wantErr{
+			{field.ErrorTypeRequired, "spec.storage.claimTemplate.spec.accessModes", "at least one access mode"},
+			{field.ErrorTypeRequired, "spec.storage.claimTemplate.spec.resources.requests[storage]", "size of each member's volume"},
+		}},
+		{name: "claim template with empty class, a volume and a name", mutate: func(f *flock.Flock) {
+			useClaimTemplate(f)
+			f.Spec.Storage.ClaimTemplate.Name = "data"
+			f.Spec.Storage.ClaimTemplate.Spec.StorageClassName = ptrTo("")
+			f.Spec.Storage.ClaimTemplate.Spec.VolumeName = "pv-1"
+		}, want: []wantErr{
+			{field.ErrorTypeForbidden, "spec.storage.claimTemplate.metadata.name", "<spec.storage.volumeName>-<flock>-<ordinal>"},
+			{field.ErrorTypeForbidden, "spec.storage.claimTemplate.spec.volumeName", "cannot name one"},
+			{field.ErrorTypeInvalid, "spec.storage.claimTemplate.spec.storageClassName", "must name a StorageClass"},
+		}},
 		{name: "retention whenDeleted unknown", mutate: func(f *flock.Flock) { f.Spec.Storage.Retention.WhenDeleted = "Keep" },
 			want: []wantErr{{field.ErrorTypeNotSupported, "spec.storage.retention.whenDeleted", `supported values: "Retain", "Delete"`}}},
 		{name: "retention whenScaled unknown", mutate: func(f *flock.Flock) { f.Spec.Storage.Retention.WhenScaled = "retain" },
@@ -532,6 +592,13 @@ func TestValidateFlockUpdate(t *testing.T) {
 			f.Spec.Template.Spec.Containers[0].VolumeMounts[0].Name = "store"
 			f.Spec.Template.Spec.InitContainers[0].VolumeMounts[0].Name = "store"
 		}, want: []wantErr{{field.ErrorTypeInvalid, "spec.storage.volumeName", "field is immutable"}}},
+		{name: "size changes", mutate: func(f *flock.Flock) { f.Spec.Storage.Size = "2Gi" },
+			want: []wantErr{{field.ErrorTypeInvalid, "spec.storage.size", "field is immutable"}}},
+		{name: "mode changes", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = ptrTo(int32(0o750)) }},
+		{name: "claimTemplate added", mutate: func(f *flock.Flock) { useClaimTemplate(f) }, want: []wantErr{
+			{field.ErrorTypeInvalid, "spec.storage.size", "field is immutable"},
+			{field.ErrorTypeInvalid, "spec.storage.claimTemplate", "field is immutable"},
+		}},
 		{name: "podManagementPolicy changes", mutate: func(f *flock.Flock) { f.Spec.PodManagementPolicy = flock.ParallelPodManagement },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.podManagementPolicy", "field is immutable"}}},
 		{name: "name changes", mutate: func(f *flock.Flock) { f.Name = "pg2" },
@@ -678,6 +745,14 @@ func TestValidateFlockStatusUpdate(t *testing.T) {
 			want: []wantErr{{field.ErrorTypeInvalid, "status.members[1].pod", `must be "pg-1"`}}},
 		{name: "hostname invalid", mutate: func(f *flock.Flock) { f.Status.Members[0].Hostname = "pg-0..pg" },
 			want: []wantErr{{field.ErrorTypeInvalid, "status.members[0].hostname", "RFC 1123 subdomain"}}},
+		{name: "volume and claim recorded", mutate: func(f *flock.Flock) {
+			f.Status.Members[0].PersistentVolume = "flock-0b4f6a2e-8c1d-4d0e-9f3a-5b6c7d8e9f00-0"
+			f.Status.Members[0].Claim = "data-pg-0"
+		}},
+		{name: "claim name invalid", mutate: func(f *flock.Flock) { f.Status.Members[1].Claim = "Data_pg-1" },
+			want: []wantErr{{field.ErrorTypeInvalid, "status.members[1].claim", "RFC 1123 subdomain"}}},
+		{name: "volume name invalid", mutate: func(f *flock.Flock) { f.Status.Members[1].PersistentVolume = "PV 1" },
+			want: []wantErr{{field.ErrorTypeInvalid, "status.members[1].persistentVolume", "RFC 1123 subdomain"}}},
 		{name: "condition without reason", mutate: func(f *flock.Flock) { f.Status.Conditions[0].Reason = "" },
 			want: []wantErr{{field.ErrorTypeRequired, "status.conditions[0].reason", "Required value"}}},
 		{name: "condition status unknown", mutate: func(f *flock.Flock) { f.Status.Conditions[0].Status = "Yes" },

@@ -36,6 +36,13 @@ type FlockMemberApplyConfiguration struct {
 	Ready *bool `json:"ready,omitempty"`
 	// Revision is the template revision of the member's pod.
 	Revision *string `json:"revision,omitempty"`
+	// PersistentVolume is the name of the PersistentVolume holding the
+	// member's data: flock-<flock UID>-<ordinal> for node-local data, the
+	// provisioned volume with a claim template (once it is bound).
+	PersistentVolume *string `json:"persistentVolume,omitempty"`
+	// Claim is the name of the member's PersistentVolumeClaim,
+	// <volumeName>-<flock>-<ordinal>.
+	Claim *string `json:"claim,omitempty"`
 	// Message says why the member is not running, when it is not.
 	Message *string `json:"message,omitempty"`
 }
@@ -91,6 +98,22 @@ func (b *FlockMemberApplyConfiguration) WithReady(value bool) *FlockMemberApplyC
 // If called multiple times, the Revision field is set to the value of the last call.
 func (b *FlockMemberApplyConfiguration) WithRevision(value string) *FlockMemberApplyConfiguration {
 	b.Revision = &value
+	return b
+}
+
+// WithPersistentVolume sets the PersistentVolume field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PersistentVolume field is set to the value of the last call.
+func (b *FlockMemberApplyConfiguration) WithPersistentVolume(value string) *FlockMemberApplyConfiguration {
+	b.PersistentVolume = &value
+	return b
+}
+
+// WithClaim sets the Claim field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Claim field is set to the value of the last call.
+func (b *FlockMemberApplyConfiguration) WithClaim(value string) *FlockMemberApplyConfiguration {
+	b.Claim = &value
 	return b
 }
 

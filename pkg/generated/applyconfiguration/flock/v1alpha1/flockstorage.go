@@ -18,18 +18,41 @@ limitations under the License.
 
 package v1alpha1
 
+import (
+	v1 "k8s.io/client-go/applyconfigurations/core/v1"
+)
+
 // FlockStorageApplyConfiguration represents a declarative configuration of the FlockStorage type for use
 // with apply.
 //
-// FlockStorage describes the data directory each member gets on its node.
+// FlockStorage describes the data each member keeps: by default a directory
+// on the member's node, delivered as a hostPath PersistentVolume pre-bound to
+// a PersistentVolumeClaim; with claimTemplate, a claim from a StorageClass.
 type FlockStorageApplyConfiguration struct {
 	// VolumeName is the name of the volume the controller injects into each
-	// member's pod: a hostPath directory <data-root>/<namespace>/<flock> on the
-	// member's node. Containers mount it by this name. The template may not
-	// define a volume of this name. Defaults to "data". Immutable.
+	// member's pod: the member's PersistentVolumeClaim
+	// <volumeName>-<flock>-<ordinal>. Containers mount it by this name. The
+	// template may not define a volume of this name. Defaults to "data".
+	// Immutable.
 	VolumeName *string `json:"volumeName,omitempty"`
-	// Retention says what happens to a member's data directory when the Flock
-	// is deleted or scaled down.
+	// Size is the capacity of each member's node-local PersistentVolume, a
+	// quantity such as 10Gi. A hostPath directory is not limited to it; it is
+	// what the PersistentVolume and claim report. Defaults to 1Gi when
+	// claimTemplate is not set; not allowed with claimTemplate. Immutable.
+	Size *string `json:"size,omitempty"`
+	// Mode is the permission bits of a member's node-local data directory,
+	// from 0 to 0777 (0770 by default; YAML accepts octal, JSON needs
+	// decimal). The directory is owned by the template's runAsUser and
+	// fsGroup (root when unset). Not allowed with claimTemplate.
+	Mode *int32 `json:"mode,omitempty"`
+	// ClaimTemplate, when set, gives each member a PersistentVolumeClaim made
+	// from it (as a StatefulSet's volumeClaimTemplates do) instead of a
+	// directory on its node: the claim's StorageClass provisions the volume,
+	// and a member follows its volume to whatever node that volume can be
+	// used on. Mutually exclusive with size and mode. Immutable.
+	ClaimTemplate *v1.PersistentVolumeClaimTemplateApplyConfiguration `json:"claimTemplate,omitempty"`
+	// Retention says what happens to a member's data (its PersistentVolume,
+	// claim and directory) when the Flock is deleted or scaled down.
 	Retention *RetentionPolicyApplyConfiguration `json:"retention,omitempty"`
 }
 
@@ -44,6 +67,30 @@ func FlockStorage() *FlockStorageApplyConfiguration {
 // If called multiple times, the VolumeName field is set to the value of the last call.
 func (b *FlockStorageApplyConfiguration) WithVolumeName(value string) *FlockStorageApplyConfiguration {
 	b.VolumeName = &value
+	return b
+}
+
+// WithSize sets the Size field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Size field is set to the value of the last call.
+func (b *FlockStorageApplyConfiguration) WithSize(value string) *FlockStorageApplyConfiguration {
+	b.Size = &value
+	return b
+}
+
+// WithMode sets the Mode field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Mode field is set to the value of the last call.
+func (b *FlockStorageApplyConfiguration) WithMode(value int32) *FlockStorageApplyConfiguration {
+	b.Mode = &value
+	return b
+}
+
+// WithClaimTemplate sets the ClaimTemplate field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ClaimTemplate field is set to the value of the last call.
+func (b *FlockStorageApplyConfiguration) WithClaimTemplate(value *v1.PersistentVolumeClaimTemplateApplyConfiguration) *FlockStorageApplyConfiguration {
+	b.ClaimTemplate = value
 	return b
 }
 
