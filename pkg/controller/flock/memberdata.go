@@ -50,6 +50,10 @@ const (
 	// AnnotationPrepared on a member's PersistentVolume records that its
 	// directory was prepared (owner and mode set), so it is done once.
 	AnnotationPrepared = "flock.dev/prepared"
+	// AnnotationRemoved on a member's PersistentVolume records that its
+	// directory was removed (Delete retention), before the claim and the
+	// volume are deleted.
+	AnnotationRemoved = "flock.dev/removed"
 
 	// DefaultHelperNamespace is the namespace of helper pods when
 	// Options.HelperNamespace is empty: the server's own.

@@ -1,0 +1,93 @@
+package flock
+
+// data_control.go is how the reconcile logic reads and writes members'
+// PersistentVolumes and PersistentVolumeClaims: reads from the informers'
+// caches, writes through the clientset with the field manager.
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+)
+
+// DataControl reads and writes the PersistentVolumes and claims that hold
+// members' data. Objects returned by the Get methods come from a cache and
+// must not be modified. Tests use a fake.
+type DataControl interface {
+	// GetVolume returns a PersistentVolume from the cache.
+	GetVolume(name string) (*corev1.PersistentVolume, error)
+	// CreateVolume creates pv.
+	CreateVolume(ctx context.Context, pv *corev1.PersistentVolume) error
+	// UpdateVolume updates pv (a copy the caller owns).
+	UpdateVolume(ctx context.Context, pv *corev1.PersistentVolume) error
+	// DeleteVolume deletes pv on the precondition that its UID is still
+	// pv.UID; a volume already gone is no error.
+	DeleteVolume(ctx context.Context, pv *corev1.PersistentVolume) error
+
+	// GetClaim returns a PersistentVolumeClaim from the cache.
+	GetClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error)
+	// CreateClaim creates claim.
+	CreateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error
+	// DeleteClaim deletes claim on the precondition that its UID is still
+	// claim.UID; a claim already gone is no error.
+	DeleteClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error
+}
+
+// NewDataControl returns the DataControl that writes through client and
+// reads through the listers.
+func NewDataControl(client kubernetes.Interface, volumeLister corelisters.PersistentVolumeLister, claimLister corelisters.PersistentVolumeClaimLister) DataControl {
+	return &realDataControl{client: client, volumeLister: volumeLister, claimLister: claimLister}
+}
+
+type realDataControl struct {
+	client       kubernetes.Interface
+	volumeLister corelisters.PersistentVolumeLister
+	claimLister  corelisters.PersistentVolumeClaimLister
+}
+
+var _ DataControl = &realDataControl{}
+
+func (c *realDataControl) GetVolume(name string) (*corev1.PersistentVolume, error) {
+	return c.volumeLister.Get(name)
+}
+
+func (c *realDataControl) CreateVolume(ctx context.Context, pv *corev1.PersistentVolume) error {
+	_, err := c.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{FieldManager: FieldManager})
+	return err
+}
+
+func (c *realDataControl) UpdateVolume(ctx context.Context, pv *corev1.PersistentVolume) error {
+	_, err := c.client.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{FieldManager: FieldManager})
+	return err
+}
+
+func (c *realDataControl) DeleteVolume(ctx context.Context, pv *corev1.PersistentVolume) error {
+	uid := pv.UID
+	err := c.client.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (c *realDataControl) GetClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	return c.claimLister.PersistentVolumeClaims(namespace).Get(name)
+}
+
+func (c *realDataControl) CreateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
+	_, err := c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Create(ctx, claim, metav1.CreateOptions{FieldManager: FieldManager})
+	return err
+}
+
+func (c *realDataControl) DeleteClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
+	uid := claim.UID
+	err := c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Delete(ctx, claim.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

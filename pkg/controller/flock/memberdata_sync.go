@@ -1,0 +1,394 @@
+package flock
+
+// memberdata_sync.go keeps members' data objects: before a member's pod is
+// created, its PersistentVolume (node-local data), its claim, and its
+// prepared directory; under the Delete retention policy, the removal of the
+// directory (helper pod), then of the claim and the PersistentVolume. Every
+// step is idempotent by name and checked by UID, so a restart between any
+// two of them leaves no orphan and no duplicate; an object of the expected
+// name that belongs to something else blocks the member and is never
+// adopted or changed.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/klog/v2"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+)
+
+// Reasons of MembersBlocked for members' data.
+const (
+	// ReasonDataConflict: a PersistentVolume or claim of the member's name
+	// belongs to something else.
+	ReasonDataConflict = "DataConflict"
+	// ReasonDataPreparing: the member's volume, claim or directory is being
+	// made.
+	ReasonDataPreparing = "DataPreparing"
+)
+
+// helperRetryDelay is how long a failed helper pod is kept (for kubectl
+// describe) before it is replaced by a new attempt.
+const helperRetryDelay = 10 * time.Second
+
+// dataSyncer makes and removes members' data objects.
+type dataSyncer struct {
+	data  DataControl
+	pods  MemberControl
+	event func(f *v1alpha1.Flock, eventType, reason, format string, args ...any)
+	// dataRoot, helperNamespace and helperImage are the controller's
+	// options.
+	dataRoot, helperNamespace, helperImage string
+}
+
+// dataState is where a member's data stands.
+type dataState struct {
+	// ready: the member's pod may be created.
+	ready bool
+	// volume and claim are the names to record in status ("" when not
+	// known yet).
+	volume, claim string
+	// blocked says why the member cannot start yet (nil when ready).
+	blocked *blockage
+	// requeue, when positive, asks for another sync.
+	requeue time.Duration
+}
+
+// waiting is a dataState for a member whose data is being made.
+func waiting(volume, claim, format string, args ...any) dataState {
+	return dataState{volume: volume, claim: claim, blocked: &blockage{ReasonDataPreparing, fmt.Sprintf(format, args...)}}
+}
+
+// conflicting is a dataState for a member blocked by a foreign object.
+func conflicting(ord int32, why string) dataState {
+	return dataState{blocked: &blockage{ReasonDataConflict, fmt.Sprintf("member %d cannot start: %s; it is left as it is, delete or rename it to let the member start", ord, why)}}
+}
+
+// ensure makes member m's data ready for its pod: for node-local data the
+// PersistentVolume on m's node, the pre-bound claim and the prepared
+// directory; with a claim template, the claim. node is m's node (nil when
+// it is gone).
+func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, node *corev1.Node, now time.Time) (dataState, error) {
+	if usesClaimTemplate(f) {
+		return d.ensureClaim(ctx, f, m.Ordinal, "")
+	}
+	logger := klog.FromContext(ctx)
+	ord := m.Ordinal
+	pvName, claimName := PersistentVolumeName(f.UID, ord), ClaimName(f, ord)
+
+	pv, err := d.data.GetVolume(pvName)
+	switch {
+	case apierrors.IsNotFound(err):
+		if node == nil {
+			return waiting("", "", "member %d waits for node %s, which is gone, to make its PersistentVolume", ord, m.Node), nil
+		}
+		pv = NewMemberVolume(f, m, NodeHostname(node), d.dataRoot)
+		if err := d.data.CreateVolume(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
+			d.event(f, corev1.EventTypeWarning, "FailedCreate", "create PersistentVolume %s for member %d failed: %v", pvName, ord, err)
+			return waiting("", "", "creating PersistentVolume %s failed", pvName), fmt.Errorf("creating PersistentVolume %s: %w", pvName, err)
+		}
+		logger.V(2).Info("Created member volume", "persistentVolume", pvName, "node", m.Node)
+		d.event(f, corev1.EventTypeNormal, "SuccessfulCreate", "created PersistentVolume %s for member %d on node %s (%s)",
+			pvName, ord, m.Node, MemberDataDir(d.dataRoot, f))
+		// The cache brings the volume back; the claim follows.
+		return waiting(pvName, "", "member %d: PersistentVolume %s created", ord, pvName), nil
+	case err != nil:
+		return dataState{}, err
+	}
+	if why := volumeConflict(f, ord, pv); why != "" {
+		return conflicting(ord, why), nil
+	}
+	if pv.DeletionTimestamp != nil {
+		return waiting(pvName, "", "member %d waits for its old PersistentVolume %s to be deleted", ord, pvName), nil
+	}
+	if node != nil && !volumeOnNode(pv, NodeHostname(node)) {
+		// The member was reassigned to another node: its old volume (and
+		// claim) go, a fresh one is made on the new node.
+		return d.replaceVolume(ctx, f, m, pv)
+	}
+
+	claim, err := d.data.GetClaim(f.Namespace, claimName)
+	switch {
+	case apierrors.IsNotFound(err):
+		st, err := d.ensureClaim(ctx, f, ord, pvName)
+		st.volume = pvName
+		return st, err
+	case err != nil:
+		return dataState{}, err
+	}
+	if why := claimConflict(f, ord, claim); why != "" {
+		return conflicting(ord, why), nil
+	}
+	if claim.DeletionTimestamp != nil {
+		return waiting(pvName, claimName, "member %d waits for its old claim %s to be deleted", ord, claimName), nil
+	}
+	if ref := pv.Spec.ClaimRef; ref != nil && ref.UID != "" && ref.UID != claim.UID {
+		// A retained volume whose claim was deleted and made again: it is
+		// reserved for the claim by name only once more, so it binds.
+		upd := pv.DeepCopy()
+		upd.Spec.ClaimRef.UID, upd.Spec.ClaimRef.ResourceVersion = "", ""
+		if err := d.data.UpdateVolume(ctx, upd); err != nil {
+			return waiting(pvName, claimName, "releasing PersistentVolume %s for claim %s failed", pvName, claimName),
+				fmt.Errorf("releasing PersistentVolume %s for claim %s: %w", pvName, claimName, err)
+		}
+		d.event(f, corev1.EventTypeNormal, "VolumeReleased", "PersistentVolume %s of member %d is reserved for its new claim %s", pvName, ord, claimName)
+	}
+
+	if pv.Annotations[AnnotationPrepared] == "true" {
+		return dataState{ready: true, volume: pvName, claim: claimName}, nil
+	}
+	return d.prepare(ctx, f, m, pv, now)
+}
+
+// ensureClaim creates member ord's claim when it is absent (asking for
+// volume, for node-local data) and checks it otherwise.
+func (d *dataSyncer) ensureClaim(ctx context.Context, f *v1alpha1.Flock, ord int32, volume string) (dataState, error) {
+	name := ClaimName(f, ord)
+	claim, err := d.data.GetClaim(f.Namespace, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := d.data.CreateClaim(ctx, NewMemberClaim(f, ord, volume)); err != nil && !apierrors.IsAlreadyExists(err) {
+			d.event(f, corev1.EventTypeWarning, "FailedCreate", "create PersistentVolumeClaim %s for member %d failed: %v", name, ord, err)
+			return waiting(volume, "", "creating claim %s failed", name), fmt.Errorf("creating claim %s/%s: %w", f.Namespace, name, err)
+		}
+		klog.FromContext(ctx).V(2).Info("Created member claim", "claim", klog.KRef(f.Namespace, name), "volume", volume)
+		d.event(f, corev1.EventTypeNormal, "SuccessfulCreate", "created PersistentVolumeClaim %s for member %d", name, ord)
+		return waiting(volume, name, "member %d: claim %s created", ord, name), nil
+	case err != nil:
+		return dataState{}, err
+	}
+	if why := claimConflict(f, ord, claim); why != "" {
+		return conflicting(ord, why), nil
+	}
+	if claim.DeletionTimestamp != nil {
+		return waiting(volume, name, "member %d waits for its old claim %s to be deleted", ord, name), nil
+	}
+	// A claim from a template is provisioned when the member's pod is
+	// scheduled (WaitForFirstConsumer) or at once: the pod may be created.
+	return dataState{ready: true, volume: claim.Spec.VolumeName, claim: name}, nil
+}
+
+// volumeOnNode reports whether pv's node affinity names hostname.
+func volumeOnNode(pv *corev1.PersistentVolume, hostname string) bool {
+	na := pv.Spec.NodeAffinity
+	if na == nil || na.Required == nil {
+		return false
+	}
+	for _, term := range na.Required.NodeSelectorTerms {
+		for _, r := range term.MatchExpressions {
+			if r.Key == hostnameLabel && r.Operator == corev1.NodeSelectorOpIn && slices.Contains(r.Values, hostname) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// replaceVolume deletes member m's claim and its PersistentVolume on a node
+// the member left (memberRecovery Reassign), so that fresh ones are made on
+// its new node. The old directory stays on the old node.
+func (d *dataSyncer) replaceVolume(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, pv *corev1.PersistentVolume) (dataState, error) {
+	claimName := ClaimName(f, m.Ordinal)
+	claim, err := d.data.GetClaim(f.Namespace, claimName)
+	if err == nil && claimConflict(f, m.Ordinal, claim) == "" && claim.DeletionTimestamp == nil {
+		if err := d.data.DeleteClaim(ctx, claim); err != nil {
+			return dataState{}, fmt.Errorf("deleting claim %s/%s: %w", f.Namespace, claimName, err)
+		}
+	} else if err != nil && !apierrors.IsNotFound(err) {
+		return dataState{}, err
+	}
+	if err := d.data.DeleteVolume(ctx, pv); err != nil {
+		return dataState{}, fmt.Errorf("deleting PersistentVolume %s: %w", pv.Name, err)
+	}
+	d.event(f, corev1.EventTypeNormal, "VolumeReplaced",
+		"member %d moved to node %s: its PersistentVolume %s and claim %s on the old node are deleted and made again there", m.Ordinal, m.Node, pv.Name, claimName)
+	return waiting("", "", "member %d moved to node %s: its volume is made again there", m.Ordinal, m.Node), nil
+}
+
+// prepare runs the helper that gives member m's directory its owner and
+// mode, and marks the volume prepared once it succeeded.
+func (d *dataSyncer) prepare(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, pv *corev1.PersistentVolume, now time.Time) (dataState, error) {
+	ord := m.Ordinal
+	claimName := ClaimName(f, ord)
+	dir := MemberDataDir(d.dataRoot, f)
+	done, st, err := d.runHelper(ctx, f, m, HelperPrepare, now)
+	if !done {
+		st.volume, st.claim = pv.Name, claimName
+		if st.blocked == nil {
+			st.blocked = &blockage{ReasonDataPreparing, fmt.Sprintf("member %d waits for its data directory %s on node %s to be prepared", ord, dir, m.Node)}
+		}
+		return st, err
+	}
+	upd := pv.DeepCopy()
+	if upd.Annotations == nil {
+		upd.Annotations = map[string]string{}
+	}
+	upd.Annotations[AnnotationPrepared] = "true"
+	if err := d.data.UpdateVolume(ctx, upd); err != nil {
+		return waiting(pv.Name, claimName, "recording that %s is prepared failed", dir), fmt.Errorf("marking PersistentVolume %s prepared: %w", pv.Name, err)
+	}
+	uid, gid := dataOwner(f)
+	d.event(f, corev1.EventTypeNormal, "DataPrepared", "prepared data directory %s of member %d on node %s (owner %d:%d, mode %o)",
+		dir, ord, m.Node, uid, gid, storageMode(f))
+	return dataState{ready: true, volume: pv.Name, claim: claimName}, d.deleteHelpers(ctx, f, ord, HelperPrepare)
+}
+
+// runHelper runs the helper pod with job for member m, once: it reports
+// done when the helper succeeded (the caller records that and deletes it),
+// and otherwise creates it, waits for it, or replaces it after a failure.
+func (d *dataSyncer) runHelper(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, job string, now time.Time) (bool, dataState, error) {
+	name := HelperPodName(job, f.UID, m.Ordinal)
+	h, err := d.pods.GetPod(d.helperNamespace, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := d.pods.CreatePod(ctx, NewHelperPod(f, m, job, d.helperNamespace, d.helperImage, d.dataRoot)); err != nil && !apierrors.IsAlreadyExists(err) {
+			d.event(f, corev1.EventTypeWarning, "FailedCreate", "create %s helper pod %s/%s on node %s failed: %v", job, d.helperNamespace, name, m.Node, err)
+			return false, dataState{}, fmt.Errorf("creating helper pod %s/%s: %w", d.helperNamespace, name, err)
+		}
+		klog.FromContext(ctx).V(2).Info("Created helper pod", "pod", klog.KRef(d.helperNamespace, name), "job", job, "node", m.Node)
+		return false, dataState{}, nil
+	case err != nil:
+		return false, dataState{}, err
+	}
+	if ord, ok := helperOrdinal(f.UID, h); !ok || ord != m.Ordinal || h.Spec.NodeName != m.Node {
+		// Not this member's helper on its node (an earlier assignment).
+		if isTerminating(h) {
+			return false, dataState{}, nil
+		}
+		return false, dataState{}, d.pods.DeletePod(ctx, h)
+	}
+	switch {
+	case isTerminating(h):
+		return false, dataState{}, nil
+	case h.Status.Phase == corev1.PodSucceeded:
+		return true, dataState{}, nil
+	case h.Status.Phase == corev1.PodFailed:
+		retryAt := helperFinishedAt(h).Add(helperRetryDelay)
+		if wait := retryAt.Sub(now); wait > 0 {
+			return false, dataState{requeue: wait, blocked: &blockage{ReasonDataPreparing, fmt.Sprintf(
+				"helper pod %s/%s failed (%s) on node %s; retrying at %s", d.helperNamespace, name, podFailureSummary(h), m.Node, retryAt.UTC().Format(time.RFC3339))}}, nil
+		}
+		d.event(f, corev1.EventTypeWarning, "HelperFailed", "%s helper pod %s/%s of member %d failed on node %s (%s); retrying",
+			job, d.helperNamespace, name, m.Ordinal, m.Node, podFailureSummary(h))
+		return false, dataState{}, d.pods.DeletePod(ctx, h)
+	}
+	return false, dataState{}, nil
+}
+
+// deleteHelpers deletes the helper pods of Flock f (by UID) for ordinal
+// (any when ordinal < 0) and job (any when ""), at once when their node is
+// gone.
+func (d *dataSyncer) deleteHelpers(ctx context.Context, f *v1alpha1.Flock, ordinal int32, job string) error {
+	sel := labels.Set{LabelFlockUID: string(f.UID)}
+	if job != "" {
+		sel[LabelHelper] = job
+	}
+	helpers, err := d.pods.ListPods(d.helperNamespace, labels.SelectorFromSet(sel))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, h := range helpers {
+		if ord, ok := helperOrdinal(f.UID, h); !ok || (ordinal >= 0 && ord != ordinal) || isTerminating(h) {
+			continue
+		}
+		if err := d.pods.DeletePod(ctx, h); err != nil {
+			errs = append(errs, fmt.Errorf("deleting helper pod %s/%s: %w", h.Namespace, h.Name, err))
+		}
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// removeState is where the removal of a member's data stands.
+type removeState struct {
+	// done: the member's data objects are gone; it may leave status.
+	done bool
+	// message says what the removal waits for.
+	message string
+	// requeue, when positive, asks for another sync.
+	requeue time.Duration
+}
+
+// remove deletes member m's data under the Delete retention policy, once
+// its pod is gone: the directory (a helper pod on its node, skipped with an
+// event when the node is gone), then the claim, then the PersistentVolume.
+// With a claim template only the claim is deleted (its StorageClass's
+// reclaim policy decides about the volume). node is m's node, nil when gone.
+func (d *dataSyncer) remove(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, node *corev1.Node, now time.Time) (removeState, error) {
+	ord := m.Ordinal
+	claimName := ClaimName(f, ord)
+	pvName := PersistentVolumeName(f.UID, ord)
+	dir := MemberDataDir(d.dataRoot, f)
+
+	var pv *corev1.PersistentVolume
+	if !usesClaimTemplate(f) {
+		got, err := d.data.GetVolume(pvName)
+		switch {
+		case err == nil && volumeConflict(f, ord, got) == "":
+			pv = got
+		case err != nil && !apierrors.IsNotFound(err):
+			return removeState{}, err
+		}
+	}
+
+	// 1. The directory, while the volume says it is there.
+	if pv != nil && pv.DeletionTimestamp == nil && pv.Annotations[AnnotationRemoved] != "true" {
+		if node == nil {
+			d.event(f, corev1.EventTypeWarning, "DataCleanupSkipped",
+				"node %s of member %d is gone: its data directory %s there is not removed", m.Node, ord, dir)
+		} else {
+			done, st, err := d.runHelper(ctx, f, m, HelperCleanup, now)
+			if err != nil || !done {
+				msg := fmt.Sprintf("removing data directory %s on node %s (helper pod %s/%s)", dir, m.Node, d.helperNamespace, HelperPodName(HelperCleanup, f.UID, ord))
+				if st.blocked != nil {
+					msg = st.blocked.Message
+				}
+				return removeState{message: msg, requeue: st.requeue}, err
+			}
+			d.event(f, corev1.EventTypeNormal, "DataCleanupDone", "removed data directory %s of member %d on node %s", dir, ord, m.Node)
+		}
+		upd := pv.DeepCopy()
+		if upd.Annotations == nil {
+			upd.Annotations = map[string]string{}
+		}
+		upd.Annotations[AnnotationRemoved] = "true"
+		if err := d.data.UpdateVolume(ctx, upd); err != nil {
+			return removeState{message: "recording the removal of " + dir}, fmt.Errorf("marking PersistentVolume %s removed: %w", pvName, err)
+		}
+		return removeState{message: fmt.Sprintf("data directory %s removed; deleting claim %s and PersistentVolume %s", dir, claimName, pvName)}, nil
+	}
+
+	// 2. The claim.
+	claim, err := d.data.GetClaim(f.Namespace, claimName)
+	switch {
+	case err == nil && claimConflict(f, ord, claim) == "":
+		if claim.DeletionTimestamp == nil {
+			if err := d.data.DeleteClaim(ctx, claim); err != nil {
+				return removeState{message: "deleting claim " + claimName}, fmt.Errorf("deleting claim %s/%s: %w", f.Namespace, claimName, err)
+			}
+			d.event(f, corev1.EventTypeNormal, "SuccessfulDelete", "deleted PersistentVolumeClaim %s of member %d", claimName, ord)
+		}
+		return removeState{message: fmt.Sprintf("waiting for claim %s to be deleted", claimName)}, nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return removeState{}, err
+	}
+
+	// 3. The volume.
+	if pv != nil {
+		if pv.DeletionTimestamp == nil {
+			if err := d.data.DeleteVolume(ctx, pv); err != nil {
+				return removeState{message: "deleting PersistentVolume " + pvName}, fmt.Errorf("deleting PersistentVolume %s: %w", pvName, err)
+			}
+			d.event(f, corev1.EventTypeNormal, "SuccessfulDelete", "deleted PersistentVolume %s of member %d", pvName, ord)
+		}
+		return removeState{message: fmt.Sprintf("waiting for PersistentVolume %s to be deleted", pvName)}, nil
+	}
+	return removeState{done: true}, d.deleteHelpers(ctx, f, ord, "")
+}

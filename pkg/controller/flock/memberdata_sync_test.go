@@ -1,0 +1,378 @@
+package flock
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+)
+
+var (
+	pvResource  = schema.GroupResource{Resource: "persistentvolumes"}
+	pvcResource = schema.GroupResource{Resource: "persistentvolumeclaims"}
+)
+
+// fakeDataControl keeps PersistentVolumes and claims in maps; writes are
+// seen at once, deletes remove at once, and ops logs the writes.
+type fakeDataControl struct {
+	volumes map[string]*corev1.PersistentVolume
+	claims  map[string]*corev1.PersistentVolumeClaim
+	next    int
+	ops     []string
+}
+
+func newFakeDataControl() *fakeDataControl {
+	return &fakeDataControl{volumes: map[string]*corev1.PersistentVolume{}, claims: map[string]*corev1.PersistentVolumeClaim{}}
+}
+
+func (c *fakeDataControl) uid() types.UID {
+	c.next++
+	return types.UID(fmt.Sprintf("data-uid-%d", c.next))
+}
+
+func (c *fakeDataControl) GetVolume(name string) (*corev1.PersistentVolume, error) {
+	if pv, ok := c.volumes[name]; ok {
+		return pv, nil
+	}
+	return nil, apierrors.NewNotFound(pvResource, name)
+}
+
+func (c *fakeDataControl) CreateVolume(_ context.Context, pv *corev1.PersistentVolume) error {
+	if _, ok := c.volumes[pv.Name]; ok {
+		return apierrors.NewAlreadyExists(pvResource, pv.Name)
+	}
+	pv = pv.DeepCopy()
+	pv.UID = c.uid()
+	c.volumes[pv.Name] = pv
+	c.ops = append(c.ops, "create pv "+pv.Name)
+	return nil
+}
+
+func (c *fakeDataControl) UpdateVolume(_ context.Context, pv *corev1.PersistentVolume) error {
+	if old, ok := c.volumes[pv.Name]; !ok || old.UID != pv.UID {
+		return apierrors.NewConflict(pvResource, pv.Name, fmt.Errorf("gone"))
+	}
+	c.volumes[pv.Name] = pv.DeepCopy()
+	c.ops = append(c.ops, "update pv "+pv.Name)
+	return nil
+}
+
+func (c *fakeDataControl) DeleteVolume(_ context.Context, pv *corev1.PersistentVolume) error {
+	if old, ok := c.volumes[pv.Name]; ok && old.UID == pv.UID {
+		delete(c.volumes, pv.Name)
+		c.ops = append(c.ops, "delete pv "+pv.Name)
+	}
+	return nil
+}
+
+func (c *fakeDataControl) GetClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	if pvc, ok := c.claims[namespace+"/"+name]; ok {
+		return pvc, nil
+	}
+	return nil, apierrors.NewNotFound(pvcResource, name)
+}
+
+func (c *fakeDataControl) CreateClaim(_ context.Context, claim *corev1.PersistentVolumeClaim) error {
+	key := claim.Namespace + "/" + claim.Name
+	if _, ok := c.claims[key]; ok {
+		return apierrors.NewAlreadyExists(pvcResource, claim.Name)
+	}
+	claim = claim.DeepCopy()
+	claim.UID = c.uid()
+	c.claims[key] = claim
+	c.ops = append(c.ops, "create claim "+claim.Name)
+	return nil
+}
+
+func (c *fakeDataControl) DeleteClaim(_ context.Context, claim *corev1.PersistentVolumeClaim) error {
+	key := claim.Namespace + "/" + claim.Name
+	if old, ok := c.claims[key]; ok && old.UID == claim.UID {
+		delete(c.claims, key)
+		c.ops = append(c.ops, "delete claim "+claim.Name)
+	}
+	return nil
+}
+
+// dataFixture is a dataSyncer over fakes, with the events it recorded.
+type dataFixture struct {
+	t      *testing.T
+	data   *fakeDataControl
+	pods   *fakeMemberControl
+	syncer *dataSyncer
+	events []string
+	now    time.Time
+}
+
+func newDataFixture(t *testing.T) *dataFixture {
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	idx := func() cache.Indexer {
+		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	}
+	d := &dataFixture{t: t, data: newFakeDataControl(), pods: newFakeMemberControl(idx(), idx(), clk), now: clk.Now()}
+	d.syncer = &dataSyncer{
+		data: d.data, pods: d.pods, dataRoot: "/srv/flock", helperNamespace: "flock-system", helperImage: "busybox",
+		event: func(_ *v1alpha1.Flock, eventType, reason, format string, args ...any) {
+			d.events = append(d.events, reason+": "+fmt.Sprintf(format, args...))
+		},
+	}
+	return d
+}
+
+// finishHelper makes a helper pod end in phase.
+func (d *dataFixture) finishHelper(job string, f *v1alpha1.Flock, ord int32, phase corev1.PodPhase) {
+	d.t.Helper()
+	h, err := d.pods.GetPod("flock-system", HelperPodName(job, f.UID, ord))
+	if err != nil {
+		d.t.Fatalf("helper %s of member %d: %v", job, ord, err)
+	}
+	h = h.DeepCopy()
+	h.Status.Phase = phase
+	if err := d.pods.pods.Update(h); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+func (d *dataFixture) ensure(f *v1alpha1.Flock, m v1alpha1.FlockMember) dataState {
+	d.t.Helper()
+	st, err := d.syncer.ensure(context.Background(), f, m, newNode(m.Node), d.now)
+	if err != nil {
+		d.t.Fatalf("ensure: %v", err)
+	}
+	return st
+}
+
+// TestEnsureNodeLocalData walks member 1 of a Flock from nothing to a
+// prepared volume, one sync at a time, and repeats each sync (as after a
+// restart with a cache behind) to find no duplicate.
+func TestEnsureNodeLocalData(t *testing.T) {
+	d := newDataFixture(t)
+	fl := uidFlock("pg", 3)
+	fl.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptrTo(int64(999)), FSGroup: ptrTo(int64(999))}
+	m := v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}
+	pvName := PersistentVolumeName(fl.UID, 1)
+
+	st := d.ensure(fl, m)
+	if st.ready || st.blocked == nil || st.blocked.Reason != ReasonDataPreparing || len(d.data.volumes) != 1 || len(d.data.claims) != 0 {
+		t.Fatalf("after sync 1: %+v, %d volumes, %d claims", st, len(d.data.volumes), len(d.data.claims))
+	}
+	st = d.ensure(fl, m)
+	if st.ready || len(d.data.claims) != 1 || d.data.claims[testNamespace+"/data-pg-1"].Spec.VolumeName != pvName {
+		t.Fatalf("after sync 2: %+v, claims %v", st, d.data.claims)
+	}
+	st = d.ensure(fl, m)
+	helpers, _ := d.pods.ListPods("flock-system", labels.Everything())
+	if st.ready || len(helpers) != 1 || helpers[0].Labels[LabelHelper] != HelperPrepare || helpers[0].Spec.NodeName != "n-b" {
+		t.Fatalf("after sync 3: %+v, helpers %d", st, len(helpers))
+	}
+	if !strings.Contains(st.blocked.Message, "to be prepared") {
+		t.Errorf("message %q", st.blocked.Message)
+	}
+	// A sync while the helper runs changes nothing.
+	ops := len(d.data.ops) + len(d.pods.ops)
+	if st = d.ensure(fl, m); st.ready || len(d.data.ops)+len(d.pods.ops) != ops {
+		t.Errorf("a sync while the helper runs wrote: %v %v", d.data.ops, d.pods.ops)
+	}
+
+	d.finishHelper(HelperPrepare, fl, 1, corev1.PodSucceeded)
+	st = d.ensure(fl, m)
+	if !st.ready || st.volume != pvName || st.claim != "data-pg-1" {
+		t.Fatalf("after the helper: %+v", st)
+	}
+	if d.data.volumes[pvName].Annotations[AnnotationPrepared] != "true" {
+		t.Error("volume not marked prepared")
+	}
+	if helpers, _ := d.pods.ListPods("flock-system", labels.Everything()); len(helpers) != 0 {
+		t.Errorf("helper left: %d", len(helpers))
+	}
+	// Prepared: no helper runs again.
+	if st = d.ensure(fl, m); !st.ready {
+		t.Errorf("second ready sync: %+v", st)
+	}
+	if helpers, _ := d.pods.ListPods("flock-system", labels.Everything()); len(helpers) != 0 {
+		t.Error("a prepared directory is prepared again")
+	}
+	want := []string{"create pv " + pvName, "create claim data-pg-1", "update pv " + pvName}
+	if strings.Join(d.data.ops, ",") != strings.Join(want, ",") {
+		t.Errorf("data writes %v, want %v", d.data.ops, want)
+	}
+	if !hasDataEvent(d.events, "DataPrepared", "owner 999:999, mode 770") {
+		t.Errorf("events %v", d.events)
+	}
+}
+
+func hasDataEvent(events []string, reason, part string) bool {
+	for _, e := range events {
+		if strings.HasPrefix(e, reason+": ") && strings.Contains(e, part) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestEnsureDataConflicts(t *testing.T) {
+	fl := uidFlock("pg", 3)
+	m := v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}
+	pvName := PersistentVolumeName(fl.UID, 0)
+	tests := []struct {
+		name  string
+		setup func(d *fakeDataControl)
+		want  string
+	}{
+		{name: "foreign volume", setup: func(d *fakeDataControl) {
+			d.volumes[pvName] = &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pvName, UID: "x"}}
+		}, want: "PersistentVolume " + pvName + " exists and is not member 0's"},
+		{name: "foreign claim", setup: func(d *fakeDataControl) {
+			pv := NewMemberVolume(fl, m, "n-a", "/srv/flock")
+			pv.UID = "pv"
+			d.volumes[pvName] = pv
+			d.claims[testNamespace+"/data-pg-0"] = &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-pg-0", Namespace: testNamespace, UID: "c"}}
+		}, want: "PersistentVolumeClaim " + testNamespace + "/data-pg-0 exists and is not controlled by this Flock"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDataFixture(t)
+			tc.setup(d.data)
+			for range 2 {
+				st := d.ensure(fl, m)
+				if st.ready || st.blocked == nil || st.blocked.Reason != ReasonDataConflict || !strings.Contains(st.blocked.Message, tc.want) {
+					t.Errorf("state %+v, want DataConflict naming %q", st, tc.want)
+				}
+			}
+			if len(d.data.ops) != 0 || len(d.pods.ops) != 0 {
+				t.Errorf("a foreign object was touched: %v %v", d.data.ops, d.pods.ops)
+			}
+		})
+	}
+}
+
+// A retained volume whose claim was deleted and made again is released for
+// the new claim; a volume on another node (member reassigned) is replaced.
+func TestEnsureRebindsAndReplaces(t *testing.T) {
+	fl := uidFlock("pg", 3)
+	m := v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}
+	pvName := PersistentVolumeName(fl.UID, 0)
+
+	d := newDataFixture(t)
+	pv := NewMemberVolume(fl, m, "n-a", "/srv/flock")
+	pv.UID = "pv"
+	pv.Annotations = map[string]string{AnnotationPrepared: "true"}
+	pv.Spec.ClaimRef.UID = "old-claim"
+	d.data.volumes[pvName] = pv
+	if st := d.ensure(fl, m); st.ready {
+		t.Fatalf("ready without a claim: %+v", st)
+	}
+	if st := d.ensure(fl, m); !st.ready || d.data.volumes[pvName].Spec.ClaimRef.UID != "" {
+		t.Errorf("state %+v, claimRef %+v", st, d.data.volumes[pvName].Spec.ClaimRef)
+	}
+
+	// Member 0 moved to n-z.
+	moved := v1alpha1.FlockMember{Ordinal: 0, Node: "n-z"}
+	st := d.ensure(fl, moved)
+	if st.ready || len(d.data.volumes) != 0 || len(d.data.claims) != 0 {
+		t.Fatalf("after the move: %+v, volumes %v, claims %v", st, d.data.volumes, d.data.claims)
+	}
+	d.ensure(fl, moved)
+	if !volumeOnNode(d.data.volumes[pvName], "n-z") || d.data.volumes[pvName].Annotations[AnnotationPrepared] != "" {
+		t.Errorf("new volume %+v", d.data.volumes[pvName])
+	}
+}
+
+func TestEnsureClaimTemplate(t *testing.T) {
+	d := newDataFixture(t)
+	fl := uidFlock("pg", 3)
+	fl.Spec.Storage.Size, fl.Spec.Storage.Mode = "", nil
+	fl.Spec.Storage.ClaimTemplate = &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		StorageClassName: ptrTo("fast"),
+		Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	}}
+	m := v1alpha1.FlockMember{Ordinal: 2, Node: "n-c"}
+	d.ensure(fl, m)
+	st := d.ensure(fl, m)
+	if !st.ready || st.claim != "data-pg-2" || len(d.data.volumes) != 0 || len(d.pods.ops) != 0 {
+		t.Errorf("state %+v, volumes %v, pod writes %v", st, d.data.volumes, d.pods.ops)
+	}
+	if c := d.data.claims[testNamespace+"/data-pg-2"]; *c.Spec.StorageClassName != "fast" {
+		t.Errorf("claim %+v", c)
+	}
+}
+
+// remove runs the cleanup helper, then deletes the claim, then the volume,
+// and only then reports done.
+func TestRemoveNodeLocalData(t *testing.T) {
+	d := newDataFixture(t)
+	fl := uidFlock("pg", 3)
+	m := v1alpha1.FlockMember{Ordinal: 2, Node: "n-c"}
+	pvName := PersistentVolumeName(fl.UID, 2)
+	pv := NewMemberVolume(fl, m, "n-c", "/srv/flock")
+	pv.UID = "pv"
+	d.data.volumes[pvName] = pv
+	claim := NewMemberClaim(fl, 2, pvName)
+	claim.UID = "claim"
+	d.data.claims[testNamespace+"/"+claim.Name] = claim
+
+	remove := func() removeState {
+		t.Helper()
+		st, err := d.syncer.remove(context.Background(), fl, m, newNode("n-c"), d.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	if st := remove(); st.done || !strings.Contains(st.message, "removing data directory") {
+		t.Fatalf("step 1: %+v", st)
+	}
+	h, err := d.pods.GetPod("flock-system", HelperPodName(HelperCleanup, fl.UID, 2))
+	if err != nil || h.Spec.NodeName != "n-c" || h.Spec.Volumes[0].HostPath.Path != "/srv/flock/"+testNamespace {
+		t.Fatalf("cleanup helper %+v, %v", h, err)
+	}
+	if st := remove(); st.done || len(d.data.claims) != 1 {
+		t.Fatalf("the claim went before the directory: %+v", st)
+	}
+	d.finishHelper(HelperCleanup, fl, 2, corev1.PodSucceeded)
+	for i := 0; i < 5 && !remove().done; i++ {
+	}
+	want := []string{"update pv " + pvName, "delete claim data-pg-2", "delete pv " + pvName}
+	if strings.Join(d.data.ops, ",") != strings.Join(want, ",") {
+		t.Errorf("data writes %v, want %v", d.data.ops, want)
+	}
+	if helpers, _ := d.pods.ListPods("flock-system", labels.Everything()); len(helpers) != 0 {
+		t.Errorf("helpers left: %d", len(helpers))
+	}
+	if !hasDataEvent(d.events, "DataCleanupDone", "/srv/flock/"+testNamespace+"/pg-0b4f6a2e") {
+		t.Errorf("events %v", d.events)
+	}
+}
+
+func TestRemoveSkipsGoneNode(t *testing.T) {
+	d := newDataFixture(t)
+	fl := uidFlock("pg", 3)
+	m := v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}
+	pv := NewMemberVolume(fl, m, "n-a", "/srv/flock")
+	pv.UID = "pv"
+	d.data.volumes[pv.Name] = pv
+	done := false
+	for i := 0; i < 5 && !done; i++ {
+		st, err := d.syncer.remove(context.Background(), fl, m, nil, d.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done = st.done
+	}
+	if !done || len(d.data.volumes) != 0 || len(d.pods.ops) != 0 || !hasDataEvent(d.events, "DataCleanupSkipped", "node n-a of member 0 is gone") {
+		t.Errorf("done %v, volumes %v, pod writes %v, events %v", done, d.data.volumes, d.pods.ops, d.events)
+	}
+}
