@@ -5,11 +5,14 @@ package etcd
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/klog/v2"
 )
 
@@ -19,18 +22,20 @@ type Config struct {
 	DataDir string
 	// ClientPort and PeerPort are the loopback ports of the member.
 	ClientPort, PeerPort int
-	// ReadyTimeout bounds the wait for the member to serve.
-	ReadyTimeout time.Duration
 }
+
+// readyTimeout bounds the wait for the member to serve.
+const readyTimeout = time.Minute
 
 // Server is a running embedded etcd member.
 type Server struct {
-	etcd      *embed.Etcd
-	clientURL string
+	etcd *embed.Etcd
+	// failed is closed when the member fails while running; err says how.
+	failed   chan struct{}
+	mu       sync.Mutex
+	err      error
+	stopping bool
 }
-
-// ClientURL is the URL clients reach the member at.
-func (s *Server) ClientURL() string { return s.clientURL }
 
 // Start starts an embedded member and waits until it serves.
 func Start(ctx context.Context, c Config) (*Server, error) {
@@ -58,31 +63,66 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded etcd: cannot start on 127.0.0.1:%d/%d: %w", c.ClientPort, c.PeerPort, err)
 	}
-	timeout := c.ReadyTimeout
-	if timeout == 0 {
-		timeout = time.Minute
-	}
 	select {
 	case <-e.Server.ReadyNotify():
 	case err := <-e.Err():
 		e.Close()
 		return nil, fmt.Errorf("embedded etcd failed: %w", err)
-	case <-time.After(timeout):
+	case <-time.After(readyTimeout):
 		e.Server.Stop()
 		e.Close()
-		return nil, fmt.Errorf("embedded etcd not ready after %s", timeout)
+		return nil, fmt.Errorf("embedded etcd not ready after %s", readyTimeout)
 	case <-ctx.Done():
 		e.Close()
 		return nil, ctx.Err()
 	}
 	logger.Info("Embedded etcd is ready", "clientURL", clientURL.String())
-	return &Server{etcd: e, clientURL: clientURL.String()}, nil
+	s := &Server{etcd: e, failed: make(chan struct{})}
+	go s.watch()
+	return s, nil
 }
 
-// Err reports a failure of the running member.
-func (s *Server) Err() <-chan error { return s.etcd.Err() }
+// watch records the first failure of the running member: an error from
+// one of its serving goroutines, or its server stopping, other than by Stop.
+func (s *Server) watch() {
+	var err error
+	select {
+	case err = <-s.etcd.Err():
+		if err == nil {
+			err = fmt.Errorf("a listener stopped serving")
+		}
+	case <-s.etcd.Server.StopNotify():
+		err = fmt.Errorf("the etcd server stopped")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return
+	}
+	s.err = fmt.Errorf("embedded etcd failed: %w", err)
+	close(s.failed)
+}
+
+// Failed is closed when the running member fails; Err then says how.
+func (s *Server) Failed() <-chan struct{} { return s.failed }
+
+// Err returns the failure of the running member, or nil while it serves.
+func (s *Server) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// LivezCheck is the /livez check of the member: it fails once the member
+// has failed, so that a supervisor restarts flock-apiserver.
+func (s *Server) LivezCheck() healthz.HealthChecker {
+	return healthz.NamedCheck("embedded-etcd", func(*http.Request) error { return s.Err() })
+}
 
 // Stop stops the member gracefully.
 func (s *Server) Stop() {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
 	s.etcd.Close()
 }

@@ -42,12 +42,8 @@ type Requirement struct {
 // RequirementFromFlock returns the Requirement of a versioned Flock. A nil
 // spec.replicas counts as the default, 1.
 func RequirementFromFlock(f *v1alpha1.Flock) Requirement {
-	replicas := int32(1)
-	if f.Spec.Replicas != nil {
-		replicas = *f.Spec.Replicas
-	}
 	return Requirement{
-		Replicas:     replicas,
+		Replicas:     v1alpha1.ReplicasOf(&f.Spec),
 		NodeSelector: f.Spec.Placement.NodeSelector,
 		Nodes:        f.Spec.Placement.Nodes,
 		Tolerations:  f.Spec.Template.Spec.Tolerations,
@@ -77,41 +73,6 @@ const (
 	// than eligible nodes.
 	ReasonInsufficient Reason = "Insufficient"
 )
-
-// Report is the outcome of evaluating a Requirement against a set of nodes.
-type Report struct {
-	// Total is the number of nodes considered.
-	Total int
-	// Eligible are the names of eligible nodes, sorted.
-	Eligible []string
-	// Excluded explains every node that is not eligible.
-	Excluded []Exclusion
-	// NotReady are eligible nodes whose Ready condition is not True (for warnings).
-	NotReady []string
-}
-
-// Eligible evaluates which nodes can hold members of a Flock with requirement r.
-// Excluded and NotReady are sorted by node name. Eligible ignores r.Replicas
-// and r.Nodes; see Check for those.
-func Eligible(nodes []*corev1.Node, r Requirement) Report {
-	m := newMatcher(r)
-	rep := Report{Total: len(nodes)}
-	for _, n := range nodes {
-		reason, taint := m.eval(n)
-		if reason == "" {
-			rep.Eligible = append(rep.Eligible, n.Name)
-			if !IsReady(n) {
-				rep.NotReady = append(rep.NotReady, n.Name)
-			}
-			continue
-		}
-		rep.Excluded = append(rep.Excluded, m.exclusion(n.Name, reason, taint))
-	}
-	slices.Sort(rep.Eligible)
-	slices.Sort(rep.NotReady)
-	slices.SortFunc(rep.Excluded, func(a, b Exclusion) int { return strings.Compare(a.Node, b.Node) })
-	return rep
-}
 
 // IsEligible reports whether one node is eligible for requirement r (selector,
 // cordon and taints; it ignores Replicas and Nodes).
@@ -229,21 +190,16 @@ func sameToleration(a, b *corev1.Toleration) bool {
 	return a.Key == b.Key && op(a.Operator) == op(b.Operator) && a.Value == b.Value && a.Effect == b.Effect
 }
 
-// Check returns nil when the cluster can hold r, or an error whose message
+// Verify returns nil when the cluster can hold r, or an error whose message
 // names the asked number, the eligible number and why other nodes were
 // excluded, e.g. "only 3 of 5 nodes are eligible (nodeSelector disk=local
-// excludes 1; 1 cordoned)". With explicit Nodes it also checks that the first
-// Replicas entries are distinct, exist and are eligible.
-func Check(nodes []*corev1.Node, r Requirement) *CheckError {
-	err, _ := Verify(nodes, r)
-	return err
-}
-
-// Verify is Check plus warnings: when r fits, it returns a warning for
-// eligible nodes that may hold a member but are NotReady (members placed there
-// wait until the node is Ready). Nodes that may hold a member are the first
-// Replicas explicit nodes when they cover every ordinal, else every eligible
-// node. Verify makes one pass over nodes and allocates nothing per node.
+// excludes 1; 1 cordoned)". With explicit Nodes it also checks that the
+// first Replicas entries are distinct, exist and are eligible. When r fits,
+// it returns a warning for eligible nodes that may hold a member but are
+// NotReady (members placed there wait until the node is Ready). Nodes that
+// may hold a member are the first Replicas explicit nodes when they cover
+// every ordinal, else every eligible node. Verify makes one pass over nodes
+// and allocates nothing per node.
 func Verify(nodes []*corev1.Node, r Requirement) (*CheckError, []string) {
 	replicas := int(max(r.Replicas, 0))
 	m := newMatcher(r)
@@ -331,7 +287,7 @@ var (
 	nodesPath    = field.NewPath("spec", "placement", "nodes")
 )
 
-// CheckError is a refusal from Check.
+// CheckError is a refusal from Verify.
 type CheckError struct {
 	// Field is the path the refusal is about, e.g. "spec.replicas" or "spec.placement.nodes[2]".
 	Field string

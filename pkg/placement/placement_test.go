@@ -204,32 +204,7 @@ func TestIsReady(t *testing.T) {
 	}
 }
 
-func TestEligibleReport(t *testing.T) {
-	nodes := []*corev1.Node{
-		node("e", labeled("disk", "local"), tainted("dedicated", "db", corev1.TaintEffectNoSchedule)),
-		node("d", labeled("disk", "local"), cordoned),
-		node("c", labeled("disk", "local"), ready(corev1.ConditionUnknown)),
-		node("b"),
-		node("a", labeled("disk", "local")),
-		node("f", labeled("disk", "local"), noConditions),
-	}
-	got := Eligible(nodes, Requirement{Replicas: 99, NodeSelector: map[string]string{"disk": "local"}})
-	want := Report{
-		Total:    6,
-		Eligible: []string{"a", "c", "f"},
-		Excluded: []Exclusion{
-			{Node: "b", Reason: ReasonSelector, Detail: "does not match nodeSelector disk=local"},
-			{Node: "d", Reason: ReasonCordoned, Detail: "cordoned"},
-			{Node: "e", Reason: ReasonTaint, Detail: "untolerated taint dedicated=db:NoSchedule"},
-		},
-		NotReady: []string{"c", "f"},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("Eligible =\n%+v\nwant\n%+v", got, want)
-	}
-}
-
-func TestCheck(t *testing.T) {
+func TestVerify(t *testing.T) {
 	const ns = corev1.TaintEffectNoSchedule
 	// The example of the issue: a pool of disk=local nodes with one cordoned
 	// and one tainted, plus one node outside the pool.
@@ -303,15 +278,15 @@ func TestCheck(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := Check(tc.nodes, tc.req)
+			err := verifyErr(tc.nodes, tc.req)
 			if tc.wantErr == "" {
 				if err != nil {
-					t.Fatalf("Check = %v, want nil", err)
+					t.Fatalf("Verify = %v, want nil", err)
 				}
 				return
 			}
 			if err == nil {
-				t.Fatalf("Check = nil, want %q", tc.wantErr)
+				t.Fatalf("Verify = nil, want %q", tc.wantErr)
 			}
 			if got := err.Error(); got != tc.wantErr {
 				t.Errorf("Error() =\n%s\nwant\n%s", got, tc.wantErr)
@@ -468,9 +443,9 @@ func TestAssign(t *testing.T) {
 	}
 }
 
-// TestAssignAgreesWithCheck: whatever Check accepts, Assign places completely
+// TestAssignAgreesWithVerify: whatever Verify accepts, Assign places completely
 // from scratch.
-func TestAssignAgreesWithCheck(t *testing.T) {
+func TestAssignAgreesWithVerify(t *testing.T) {
 	nodes := benchNodes(200)
 	reqs := []Requirement{
 		{Replicas: 150},
@@ -481,10 +456,10 @@ func TestAssignAgreesWithCheck(t *testing.T) {
 	for i, r := range reqs {
 		for _, replicas := range []int32{r.Replicas / 2, r.Replicas, r.Replicas + 30} {
 			r.Replicas = replicas
-			err := Check(nodes, r)
+			err := verifyErr(nodes, r)
 			_, unplaced := Assign(nodes, r, nil, nil)
 			if (err == nil) != (len(unplaced) == 0) {
-				t.Errorf("requirement %d replicas %d: Check = %v but Assign left %d unplaced", i, replicas, err, len(unplaced))
+				t.Errorf("requirement %d replicas %d: Verify = %v but Assign left %d unplaced", i, replicas, err, len(unplaced))
 			}
 		}
 	}
@@ -527,26 +502,26 @@ func benchNodes(n int) []*corev1.Node {
 	return nodes
 }
 
-// TestCheckAllocations pins the performance property the benchmark measures:
-// Check allocates a small constant amount, never per node.
-func TestCheckAllocations(t *testing.T) {
+// TestVerifyAllocations pins the performance property the benchmark measures:
+// Verify allocates a small constant amount, never per node.
+func TestVerifyAllocations(t *testing.T) {
 	small, large := benchNodes(100), benchNodes(5000)
 	for _, r := range []Requirement{
 		{Replicas: 3, NodeSelector: map[string]string{"disk": "local"}, Tolerations: benchTolerations},
 		{Replicas: 3, Nodes: []string{"node-00005", "node-00006"}},
 	} {
-		a := testing.AllocsPerRun(20, func() { _ = Check(small, r) })
-		b := testing.AllocsPerRun(20, func() { _ = Check(large, r) })
+		a := testing.AllocsPerRun(20, func() { _ = verifyErr(small, r) })
+		b := testing.AllocsPerRun(20, func() { _ = verifyErr(large, r) })
 		if b > a || b > 8 {
-			t.Errorf("Check allocations: %v with 100 nodes, %v with 5000; want a small constant", a, b)
+			t.Errorf("Verify allocations: %v with 100 nodes, %v with 5000; want a small constant", a, b)
 		}
 	}
 }
 
-func TestCheckMessageOnBenchCluster(t *testing.T) {
-	err := Check(benchNodes(5000), Requirement{Replicas: 5000, NodeSelector: map[string]string{"disk": "local"}})
+func TestVerifyMessageOnBenchCluster(t *testing.T) {
+	err := verifyErr(benchNodes(5000), Requirement{Replicas: 5000, NodeSelector: map[string]string{"disk": "local"}})
 	if err == nil {
-		t.Fatal("Check accepted 5000 replicas")
+		t.Fatal("Verify accepted 5000 replicas")
 	}
 	for _, want := range []string{"spec.replicas: Invalid value: 5000: only ", " of 5000 nodes are eligible (nodeSelector disk=local excludes 500; ",
 		" cordoned; ", " have untolerated taint dedicated=db:NoSchedule", " have untolerated taint node.kubernetes.io/not-ready:NoSchedule"} {
@@ -556,30 +531,39 @@ func TestCheckMessageOnBenchCluster(t *testing.T) {
 	}
 }
 
-var sinkErr *CheckError
+var (
+	sinkErr      *CheckError
+	sinkWarnings []string
+)
 
-// BenchmarkCheck5000Nodes measures the admission check over 5,000 nodes. Read
+// verifyErr is Verify's refusal alone.
+func verifyErr(nodes []*corev1.Node, r Requirement) *CheckError {
+	err, _ := Verify(nodes, r)
+	return err
+}
+
+// BenchmarkVerify5000Nodes measures the admission check over 5,000 nodes. Read
 // it against BenchmarkAnchorLabelSelectorMatch5000, a plain label selector
 // match over the same nodes.
-func BenchmarkCheck5000Nodes(b *testing.B) {
+func BenchmarkVerify5000Nodes(b *testing.B) {
 	nodes := benchNodes(5000)
 	r := Requirement{Replicas: 3, NodeSelector: map[string]string{"disk": "local"}, Tolerations: benchTolerations}
 	b.ReportAllocs()
 	for b.Loop() {
-		sinkErr = Check(nodes, r)
+		sinkErr, sinkWarnings = Verify(nodes, r)
 	}
 	if sinkErr != nil {
 		b.Fatal(sinkErr)
 	}
 }
 
-// BenchmarkCheck5000NodesRefused is the refusal path, which also formats the message.
-func BenchmarkCheck5000NodesRefused(b *testing.B) {
+// BenchmarkVerify5000NodesRefused is the refusal path, which also formats the message.
+func BenchmarkVerify5000NodesRefused(b *testing.B) {
 	nodes := benchNodes(5000)
 	r := Requirement{Replicas: 5000, NodeSelector: map[string]string{"disk": "local"}, Tolerations: benchTolerations}
 	b.ReportAllocs()
 	for b.Loop() {
-		sinkErr = Check(nodes, r)
+		sinkErr, sinkWarnings = Verify(nodes, r)
 	}
 	if sinkErr == nil {
 		b.Fatal("not refused")

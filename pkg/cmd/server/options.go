@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	flockcontroller "flock.dev/flock/pkg/controller/flock"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -97,8 +99,8 @@ func NewOptions() *Options {
 			ClientPort: 2479,
 			PeerPort:   2480,
 		},
-		DataRoot:      "/var/lib/flock",
-		ClusterDomain: "cluster.local",
+		DataRoot:      flockcontroller.DefaultDataRoot,
+		ClusterDomain: flockcontroller.DefaultClusterDomain,
 		Controllers:   []string{"*"},
 		Workers:       5,
 		KubeAPIQPS:    20,
@@ -112,9 +114,9 @@ func NewOptions() *Options {
 			ResourceName:      "flock-controller",
 			ResourceNamespace: "flock-system",
 		},
-		HelperImage:      "busybox:1.36",
+		HelperImage:      flockcontroller.DefaultCleanupImage,
 		HelperNamespace:  "flock-system",
-		RolloutHaltAfter: 30 * time.Second,
+		RolloutHaltAfter: flockcontroller.DefaultRolloutHaltAfter,
 		Logs:             logs.NewOptions(),
 	}
 	capacity.Register(o.RecommendedOptions.Admission.Plugins)
@@ -206,19 +208,13 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--embedded-etcd-client-port and --embedded-etcd-peer-port must differ, both are %d", o.EmbeddedEtcd.PeerPort))
 		}
 	}
-	if !strings.HasPrefix(o.DataRoot, "/") || strings.Contains(o.DataRoot, "..") {
-		errs = append(errs, fmt.Errorf("--data-root must be an absolute path without '..', got %q", o.DataRoot))
-	}
-	if msgs := validation.IsDNS1123Subdomain(o.ClusterDomain); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("--cluster-domain %q: %s", o.ClusterDomain, strings.Join(msgs, "; ")))
-	}
+	// The controller's own rule, checked before anything (the embedded etcd
+	// first) starts.
+	errs = append(errs, o.controllerOptions().Validate())
 	for _, c := range o.Controllers {
 		if name := strings.TrimPrefix(c, "-"); c != "*" && name != ControllerFlock {
 			errs = append(errs, fmt.Errorf("--controllers: unknown controller %q (known: %s)", c, ControllerFlock))
 		}
-	}
-	if o.Workers < 1 {
-		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
 	}
 	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst <= 0 {
 		errs = append(errs, fmt.Errorf("--kube-api-qps and --kube-api-burst must be positive, got %v and %d", o.KubeAPIQPS, o.KubeAPIBurst))
@@ -232,12 +228,6 @@ func (o *Options) Validate() error {
 		if le.ResourceName == "" || le.ResourceNamespace == "" {
 			errs = append(errs, fmt.Errorf("--leader-elect-resource-name and --leader-elect-resource-namespace are required with --leader-elect"))
 		}
-	}
-	if o.RolloutHaltAfter <= 0 {
-		errs = append(errs, fmt.Errorf("--rollout-halt-after must be positive, got %s", o.RolloutHaltAfter))
-	}
-	if o.HelperImage == "" {
-		errs = append(errs, fmt.Errorf("--helper-image is required"))
 	}
 	if msgs := validation.IsDNS1123Label(o.HelperNamespace); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--helper-namespace %q: %s", o.HelperNamespace, strings.Join(msgs, "; ")))
@@ -253,8 +243,16 @@ func (o *Options) ControllerEnabled(name string) bool {
 	return slices.Contains(o.Controllers, name) || slices.Contains(o.Controllers, "*")
 }
 
-// Embedded reports whether flock-apiserver runs its own etcd member.
-func (o *Options) Embedded() bool { return o.embedded }
+// controllerOptions are the embedded controller's options.
+func (o *Options) controllerOptions() flockcontroller.Options {
+	return flockcontroller.Options{
+		ClusterDomain:    o.ClusterDomain,
+		DataRoot:         o.DataRoot,
+		CleanupImage:     o.HelperImage,
+		RolloutHaltAfter: o.RolloutHaltAfter,
+		Workers:          o.Workers,
+	}
+}
 
 var loopback = []net.IP{net.ParseIP("127.0.0.1")}
 

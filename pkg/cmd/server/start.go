@@ -21,7 +21,6 @@ import (
 	"flock.dev/flock/pkg/admission/flockinitializer"
 	"flock.dev/flock/pkg/apis/flock/validation"
 	"flock.dev/flock/pkg/apiserver"
-	flockcontroller "flock.dev/flock/pkg/controller/flock"
 	"flock.dev/flock/pkg/etcd"
 	"flock.dev/flock/pkg/generated/clientset/versioned"
 	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
@@ -110,14 +109,8 @@ func (o *Options) Config() (*apiserver.Config, error) {
 			FlockInformers:   flockInformers,
 			CoreClientConfig: cfg.ClientConfig,
 			Controller: apiserver.ControllerConfig{
-				Enabled: o.ControllerEnabled(ControllerFlock),
-				Options: flockcontroller.Options{
-					ClusterDomain:    o.ClusterDomain,
-					DataRoot:         o.DataRoot,
-					CleanupImage:     o.HelperImage,
-					RolloutHaltAfter: o.RolloutHaltAfter,
-					Workers:          o.Workers,
-				},
+				Enabled:        o.ControllerEnabled(ControllerFlock),
+				Options:        o.controllerOptions(),
 				QPS:            o.KubeAPIQPS,
 				Burst:          o.KubeAPIBurst,
 				LeaderElection: o.LeaderElection,
@@ -127,14 +120,17 @@ func (o *Options) Config() (*apiserver.Config, error) {
 }
 
 // Run starts the embedded etcd member (unless --etcd-servers is set), then
-// serves until ctx is done, then stops etcd.
+// serves until ctx is done, then stops etcd. A failure of the running member
+// fails /livez and stops the server; Run then returns the member's error.
 func (o *Options) Run(ctx context.Context) error {
 	if err := logsapi.ValidateAndApply(o.Logs, nil); err != nil {
 		return err
 	}
 	logger := klog.FromContext(ctx)
+	var member *etcd.Server
 	if o.embedded {
-		member, err := etcd.Start(ctx, etcd.Config{
+		var err error
+		member, err = etcd.Start(ctx, etcd.Config{
 			DataDir:    o.EmbeddedEtcd.DataDir,
 			ClientPort: o.EmbeddedEtcd.ClientPort,
 			PeerPort:   o.EmbeddedEtcd.PeerPort,
@@ -158,5 +154,26 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+	if member == nil {
+		return server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
+	}
+	// A failure of the embedded member shows on /livez and stops the server:
+	// flock-apiserver exits with the member's error.
+	if err := server.GenericAPIServer.AddLivezChecks(0, member.LivezCheck()); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-member.Failed():
+			logger.Error(member.Err(), "Embedded etcd failed; shutting down")
+			cancel(member.Err())
+		case <-ctx.Done():
+		}
+	}()
+	if err := server.GenericAPIServer.PrepareRun().RunWithContext(ctx); err != nil {
+		return err
+	}
+	return member.Err()
 }

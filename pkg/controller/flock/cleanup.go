@@ -1,3 +1,6 @@
+// File cleanup.go: data cleanup under the Delete retention policies: helper pods per
+// member, and when the data-cleanup finalizer may go.
+
 package flock
 
 import (
@@ -12,9 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/klog/v2"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/pkg/placement"
 )
 
 // cleanupRetryDelay is how long a failed cleanup helper is kept (for
@@ -45,34 +48,11 @@ type cleanupOutcome struct {
 // when either retention policy is Delete, deleting the Flock must wait for
 // the cleanups (those of a scale down in progress too).
 func wantsFinalizer(f *v1alpha1.Flock) bool {
-	r := f.Spec.Storage.Retention
-	return r.WhenDeleted == v1alpha1.DeleteRetentionPolicy || r.WhenScaled == v1alpha1.DeleteRetentionPolicy
+	return v1alpha1.WantsDataCleanupFinalizer(f.Spec.Storage.Retention.WhenDeleted, f.Spec.Storage.Retention.WhenScaled)
 }
 
 func hasFinalizer(f *v1alpha1.Flock, name string) bool {
 	return slices.Contains(f.Finalizers, name)
-}
-
-// setFinalizer adds or removes the data-cleanup finalizer with an update of
-// the Flock (optimistic concurrency: a conflict fails the sync, which is
-// retried), and returns the Flock as written.
-func (fc *defaultFlockControl) setFinalizer(ctx context.Context, f *v1alpha1.Flock, want bool) (*v1alpha1.Flock, error) {
-	upd := f.DeepCopy()
-	if want {
-		upd.Finalizers = append(upd.Finalizers, v1alpha1.FinalizerDataCleanup)
-	} else {
-		upd.Finalizers = slices.DeleteFunc(upd.Finalizers, func(s string) bool { return s == v1alpha1.FinalizerDataCleanup })
-	}
-	written, err := fc.flockClient.FlockV1alpha1().Flocks(f.Namespace).Update(ctx, upd, metav1.UpdateOptions{FieldManager: FieldManager})
-	if err != nil {
-		verb := "adding"
-		if !want {
-			verb = "removing"
-		}
-		return nil, fmt.Errorf("%s finalizer %s: %w", verb, v1alpha1.FinalizerDataCleanup, err)
-	}
-	klog.FromContext(ctx).V(2).Info("Updated the data-cleanup finalizer", "present", want)
-	return written, nil
 }
 
 // syncCleanup removes the data directories that the retention policies
@@ -110,7 +90,7 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 		}
 		return retention.WhenScaled == v1alpha1.DeleteRetentionPolicy && m.Ordinal >= replicas
 	}
-	if orphaning && (retention.WhenDeleted == v1alpha1.DeleteRetentionPolicy || retention.WhenScaled == v1alpha1.DeleteRetentionPolicy) {
+	if orphaning && wantsFinalizer(f) {
 		fc.event(f, corev1.EventTypeNormal, "DataCleanupSkipped",
 			"the Flock is deleted with orphaned dependents: its pods keep running, so their data directories are kept")
 	}
@@ -166,7 +146,7 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 			fc.event(f, corev1.EventTypeNormal, "DataCleanupDone", "removed data directory %s of member %d on node %s", path, ord, m.Node)
 		case node == nil:
 			if h != nil && !isTerminating(h) {
-				errs = append(errs, fc.deleteHelper(ctx, f, h, true))
+				errs = append(errs, fc.removePod(ctx, h, true))
 			}
 			delete(out.pending, ord)
 			out.done[ord] = m.Node
@@ -209,7 +189,7 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 		case h.Spec.NodeName != m.Node:
 			// A helper left from an earlier assignment of this ordinal.
 			if !isTerminating(h) {
-				errs = append(errs, fc.deleteHelper(ctx, f, h, nodes[h.Spec.NodeName] == nil))
+				errs = append(errs, fc.removePod(ctx, h, nodes[h.Spec.NodeName] == nil))
 			}
 			out.messages[ord] = fmt.Sprintf("data directory %s on node %s is removed once pod %s (for node %s) is gone", path, m.Node, name, h.Spec.NodeName)
 		case isTerminating(h):
@@ -224,11 +204,11 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 			}
 			fc.event(f, corev1.EventTypeWarning, "DataCleanupFailed",
 				"pod %s failed to remove data directory %s of member %d on node %s (%s); retrying", name, path, ord, m.Node, podFailureSummary(h))
-			errs = append(errs, fc.deleteHelper(ctx, f, h, false))
+			errs = append(errs, fc.removePod(ctx, h, false))
 			out.messages[ord] = fmt.Sprintf("removing data directory %s on node %s: retrying after a failure", path, m.Node)
 		default:
 			msg := fmt.Sprintf("removing data directory %s on node %s (pod %s is %s)", path, m.Node, name, h.Status.Phase)
-			if !isNodeReady(node) {
+			if !placement.IsReady(node) {
 				msg += "; the node is NotReady"
 			}
 			out.messages[ord] = msg
@@ -249,7 +229,7 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 		gone := nodes[h.Spec.NodeName] == nil
 		if isTerminating(h) {
 			if gone {
-				errs = append(errs, fc.deleteHelper(ctx, f, h, true))
+				errs = append(errs, fc.removePod(ctx, h, true))
 			}
 			continue
 		}
@@ -258,7 +238,7 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 				continue // a member scaled back up waits for it to finish
 			}
 		}
-		errs = append(errs, fc.deleteHelper(ctx, f, h, gone))
+		errs = append(errs, fc.removePod(ctx, h, gone))
 	}
 	out.complete = deleting && len(out.pending) == 0
 	return out, utilerrors.NewAggregate(errs)
@@ -283,59 +263,4 @@ func (fc *defaultFlockControl) podsUsingData(f *v1alpha1.Flock, node, path strin
 	}
 	slices.Sort(users)
 	return users, nil
-}
-
-// deleteHelper deletes a cleanup helper pod.
-func (fc *defaultFlockControl) deleteHelper(ctx context.Context, f *v1alpha1.Flock, h *corev1.Pod, force bool) error {
-	del := fc.members.DeletePod
-	if force {
-		del = fc.members.ForceDeletePod
-	}
-	if err := del(ctx, h); err != nil {
-		return fmt.Errorf("deleting cleanup pod %s/%s: %w", h.Namespace, h.Name, err)
-	}
-	klog.FromContext(ctx).V(2).Info("Deleted cleanup pod", "pod", klog.KObj(h), "flock", klog.KObj(f), "force", force)
-	return nil
-}
-
-// helperFinishedAt returns when a terminated helper's container finished,
-// or its creation time when that is unknown.
-func helperFinishedAt(pod *corev1.Pod) time.Time {
-	var t time.Time
-	for _, cs := range pod.Status.ContainerStatuses {
-		if term := cs.State.Terminated; term != nil && term.FinishedAt.After(t) {
-			t = term.FinishedAt.Time
-		}
-	}
-	if t.IsZero() {
-		return pod.CreationTimestamp.Time
-	}
-	return t
-}
-
-// podFailureSummary says briefly why a terminated pod failed.
-func podFailureSummary(pod *corev1.Pod) string {
-	for _, cs := range pod.Status.ContainerStatuses {
-		if term := cs.State.Terminated; term != nil && term.ExitCode != 0 {
-			msg := fmt.Sprintf("exit code %d", term.ExitCode)
-			if term.Reason != "" {
-				msg += ", " + term.Reason
-			}
-			return msg
-		}
-	}
-	if pod.Status.Reason != "" {
-		return pod.Status.Reason
-	}
-	return "phase Failed"
-}
-
-// sortedOrdinals returns the keys of pods in ascending order.
-func sortedOrdinals(pods map[int32]*corev1.Pod) []int32 {
-	ords := make([]int32, 0, len(pods))
-	for ord := range pods {
-		ords = append(ords, ord)
-	}
-	slices.Sort(ords)
-	return ords
 }

@@ -31,6 +31,7 @@ import (
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	flockfake "flock.dev/flock/pkg/generated/clientset/versioned/fake"
 	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
+	"flock.dev/flock/pkg/placement"
 )
 
 const testNamespace = "db"
@@ -759,7 +760,7 @@ func (f *fixture) runPods() {
 		}
 		n := obj.(*corev1.Node)
 		upd := p.DeepCopy()
-		if p.Spec.RestartPolicy == corev1.RestartPolicyNever && p.Status.Phase == corev1.PodRunning && isNodeReady(n) {
+		if p.Spec.RestartPolicy == corev1.RestartPolicyNever && p.Status.Phase == corev1.PodRunning && placement.IsReady(n) {
 			// A one-shot pod (a cleanup helper) completes, as kwok's
 			// pod-complete stage does.
 			upd.Status.Phase = corev1.PodSucceeded
@@ -769,7 +770,7 @@ func (f *fixture) runPods() {
 			}
 			continue
 		}
-		if !isNodeReady(n) {
+		if !placement.IsReady(n) {
 			upd.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
 		} else if p.Spec.NodeName != "" || !n.Spec.Unschedulable {
 			upd.Spec.NodeName = node
@@ -938,7 +939,7 @@ func (f *fixture) check() {
 // nodeLost reports whether a node is gone or not Ready in the cache.
 func (f *fixture) nodeLost(name string) bool {
 	obj, ok, _ := f.nodes.GetByKey(name)
-	return !ok || !isNodeReady(obj.(*corev1.Node))
+	return !ok || !placement.IsReady(obj.(*corev1.Node))
 }
 
 // memberNodes returns a Flock's recorded ordinal -> node map.

@@ -1,3 +1,6 @@
+// File member_control.go: MemberControl: the writes of pods and Services through the
+// clientset, and their reads through listers.
+
 package flock
 
 import (

@@ -1,3 +1,5 @@
+// File metrics.go: the controller's metrics (members by state).
+
 package flock
 
 import (
@@ -5,6 +7,7 @@ import (
 
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+
 	// Registers the Prometheus provider of workqueue metrics (depth, adds,
 	// latency, ...) for the controller's queue, named "flock".
 	_ "k8s.io/component-base/metrics/prometheus/workqueue"

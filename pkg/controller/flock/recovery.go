@@ -1,9 +1,11 @@
+// File recovery.go: memberRecovery: members on lost nodes wait, or are reassigned to a
+// free node after afterSeconds.
+
 package flock
 
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -34,7 +36,7 @@ func (t *nodeLossTracker) lostSince(name string, node *corev1.Node, now time.Tim
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if node != nil {
-		if isNodeReady(node) {
+		if placement.IsReady(node) {
 			delete(t.seen, name)
 			return time.Time{}, false
 		}
@@ -52,10 +54,6 @@ func (t *nodeLossTracker) lostSince(name string, node *corev1.Node, now time.Tim
 	}
 	return since, true
 }
-
-// reassignNotePrefix starts the note a reassigned member keeps in its
-// status message.
-const reassignNotePrefix = "reassigned from node "
 
 // nodeLoss is what a sync knows about a member on a lost node.
 type nodeLoss struct {
@@ -102,7 +100,7 @@ func (fc *defaultFlockControl) recoverMembers(ctx context.Context, f *v1alpha1.F
 	}
 	var candidates []*corev1.Node
 	for _, n := range nodeList {
-		if isNodeReady(n) {
+		if placement.IsReady(n) {
 			candidates = append(candidates, n)
 		}
 	}
@@ -135,7 +133,7 @@ func (fc *defaultFlockControl) recoverMembers(ctx context.Context, f *v1alpha1.F
 					others[ord] = node
 				}
 			}
-			req := requirementOf(f)
+			req := placement.RequirementFromFlock(f)
 			req.Replicas = top
 			assigned, _ := placement.Assign(candidates, req, others, usage)
 			to, ok := assigned[m.Ordinal]
@@ -198,26 +196,4 @@ func (fc *defaultFlockControl) recoverMembers(ctx context.Context, f *v1alpha1.F
 			ord, PodName(f.Name, ord), mv.from, mv.to, *rec.AfterSeconds)
 	}
 	return updated, losses, requeue, nil
-}
-
-func membersByOrdinal(ms []v1alpha1.FlockMember) map[int32]v1alpha1.FlockMember {
-	out := make(map[int32]v1alpha1.FlockMember, len(ms))
-	for _, m := range ms {
-		out[m.Ordinal] = m
-	}
-	return out
-}
-
-// reassignNote returns the reassignment note in a member's status message,
-// or "".
-func reassignNote(message string) string {
-	if i := strings.Index(message, reassignNotePrefix); i >= 0 {
-		return message[i:]
-	}
-	return ""
-}
-
-// formatTime formats a time for status messages and events.
-func formatTime(t time.Time) string {
-	return t.UTC().Format(time.RFC3339)
 }

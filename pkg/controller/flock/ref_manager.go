@@ -1,3 +1,5 @@
+// File ref_manager.go: adoption and release of pods and Services by ControllerRef rules.
+
 package flock
 
 import (

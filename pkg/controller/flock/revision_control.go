@@ -1,3 +1,5 @@
+// File revision_control.go: RevisionControl: the writes and reads of ControllerRevisions.
+
 package flock
 
 import (

@@ -1,3 +1,6 @@
+// File rollout.go: the template's ControllerRevisions (record, adopt, renumber, prune)
+// and the rolling update that replaces outdated pods.
+
 package flock
 
 import (
@@ -16,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/pkg/placement"
 )
 
 // syncRevisions records the Flock's template in a ControllerRevision
@@ -138,7 +142,7 @@ func (fc *defaultFlockControl) rollingUpdate(ctx context.Context, f *v1alpha1.Fl
 	// A pod on a gone or NotReady node is not available, whatever it says.
 	available := func(pod *corev1.Pod) bool {
 		node := nodes[PinnedNode(pod)]
-		return node != nil && isNodeReady(node) && isAvailable(pod, minReady, now)
+		return node != nil && placement.IsReady(node) && isAvailable(pod, minReady, now)
 	}
 	unavailable := 0
 	for ord := range replicas {

@@ -1,3 +1,6 @@
+// File status.go: the Flock's status: member states, conditions and counters computed
+// from what a sync observed, and merging them onto a newer status. Pure.
+
 package flock
 
 import (
@@ -11,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
-	"flock.dev/flock/pkg/placement"
 )
 
 // MemberState classifies one member (ordinal < replicas) for status
@@ -60,154 +62,6 @@ const (
 	ReasonRollingUpdate      = "RollingUpdate"
 	ReasonRolloutHalted      = "RolloutHalted"
 )
-
-// blockage says why a member cannot run.
-type blockage struct {
-	Reason  string
-	Message string
-}
-
-// podReadyCondition returns the Ready condition of a pod, or nil.
-func podReadyCondition(pod *corev1.Pod) *corev1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == corev1.PodReady {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
-}
-
-func isTerminating(pod *corev1.Pod) bool { return pod.DeletionTimestamp != nil }
-
-func isTerminal(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
-}
-
-// isRunningAndReady: Running, Ready and not being deleted.
-func isRunningAndReady(pod *corev1.Pod) bool {
-	if pod.Status.Phase != corev1.PodRunning || isTerminating(pod) {
-		return false
-	}
-	c := podReadyCondition(pod)
-	return c != nil && c.Status == corev1.ConditionTrue
-}
-
-// availableAfter returns how long until a Running and Ready pod has been
-// Ready for minReadySeconds (<= 0: it is available), and false when the pod
-// is not Running and Ready.
-func availableAfter(pod *corev1.Pod, minReadySeconds int32, now time.Time) (time.Duration, bool) {
-	if !isRunningAndReady(pod) {
-		return 0, false
-	}
-	if minReadySeconds <= 0 {
-		return 0, true
-	}
-	since := podReadyCondition(pod).LastTransitionTime.Time
-	return since.Add(time.Duration(minReadySeconds) * time.Second).Sub(now), true
-}
-
-// isAvailable: Running and Ready for at least minReadySeconds.
-func isAvailable(pod *corev1.Pod, minReadySeconds int32, now time.Time) bool {
-	d, ok := availableAfter(pod, minReadySeconds, now)
-	return ok && d <= 0
-}
-
-// isNodeReady reports whether a node's Ready condition is True.
-func isNodeReady(node *corev1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// memberBlockage says why member m, whose pod is pod (nil: none), cannot
-// run on its node (nil: the node object is gone), or returns nil. A member
-// on a gone or NotReady node is blocked even if its pod still reports Ready
-// (nothing on such a node can update it). Otherwise a member whose pod is
-// Ready is never blocked: a cordon or a taint does not stop a running pod.
-// tolerations are the template's.
-func memberBlockage(m v1alpha1.FlockMember, pod *corev1.Pod, node *corev1.Node, tolerations []corev1.Toleration) *blockage {
-	waits := fmt.Sprintf("member %d waits for node %s", m.Ordinal, m.Node)
-	if node == nil {
-		return &blockage{ReasonNodeGone, waits + ", which is gone"}
-	}
-	if !isNodeReady(node) {
-		return &blockage{ReasonNodeNotReady, waits + ", which is NotReady"}
-	}
-	if pod != nil && isRunningAndReady(pod) {
-		return nil
-	}
-	scheduled := pod != nil && pod.Spec.NodeName != ""
-	if !scheduled {
-		if node.Spec.Unschedulable {
-			return &blockage{ReasonNodeCordoned, waits + ", which is cordoned"}
-		}
-		if ok, ex := placement.IsEligible(node, placement.Requirement{Tolerations: tolerations}); !ok && ex.Reason == placement.ReasonTaint {
-			msg := waits + ", which has a taint the template does not tolerate"
-			if ex.Detail != "" {
-				msg = waits + ", which " + ex.Detail
-			}
-			return &blockage{ReasonNodeTainted, msg}
-		}
-	}
-	if pod != nil && !scheduled {
-		for _, c := range pod.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				return &blockage{ReasonUnschedulable, fmt.Sprintf("member %d cannot be scheduled on node %s: %s", m.Ordinal, m.Node, c.Message)}
-			}
-		}
-	}
-	return nil
-}
-
-// unplacedBlockage says why ordinal could not be given a node. nodes are
-// the cluster's nodes by name, members the recorded members by ordinal.
-func unplacedBlockage(f *v1alpha1.Flock, ordinal int32, nodes map[string]*corev1.Node, members map[int32]v1alpha1.FlockMember) blockage {
-	if int(ordinal) < len(f.Spec.Placement.Nodes) {
-		name := f.Spec.Placement.Nodes[ordinal]
-		prefix := fmt.Sprintf("member %d cannot be placed on node %s (spec.placement.nodes[%d])", ordinal, name, ordinal)
-		for _, m := range sortedMembers(members) {
-			if m.Node == name {
-				return blockage{ReasonUnplaceable, fmt.Sprintf("%s: the node holds member %d", prefix, m.Ordinal)}
-			}
-		}
-		node, ok := nodes[name]
-		if !ok {
-			return blockage{ReasonUnplaceable, prefix + ": no such node"}
-		}
-		if ok, ex := placement.IsEligible(node, requirementOf(f)); !ok {
-			detail := string(ex.Reason)
-			if ex.Detail != "" {
-				detail = ex.Detail
-			}
-			return blockage{ReasonUnplaceable, fmt.Sprintf("%s: the node is not eligible (%s)", prefix, detail)}
-		}
-		return blockage{ReasonUnplaceable, prefix}
-	}
-	return blockage{ReasonUnplaceable, fmt.Sprintf("member %d cannot be placed: no eligible node is free of this Flock's members", ordinal)}
-}
-
-// requirementOf returns the placement requirement of a Flock.
-func requirementOf(f *v1alpha1.Flock) placement.Requirement {
-	return placement.Requirement{
-		Replicas:     replicasOf(f),
-		NodeSelector: f.Spec.Placement.NodeSelector,
-		Nodes:        f.Spec.Placement.Nodes,
-		Tolerations:  f.Spec.Template.Spec.Tolerations,
-	}
-}
-
-// sortedMembers returns members in ordinal order.
-func sortedMembers(members map[int32]v1alpha1.FlockMember) []v1alpha1.FlockMember {
-	out := make([]v1alpha1.FlockMember, 0, len(members))
-	for _, m := range members {
-		out = append(out, m)
-	}
-	slices.SortFunc(out, func(a, b v1alpha1.FlockMember) int { return int(a.Ordinal) - int(b.Ordinal) })
-	return out
-}
 
 // statusInput is everything computeStatus needs; it is gathered by the
 // reconcile logic from the caches at the start of a sync.
@@ -398,57 +252,6 @@ func computeStatus(in statusInput) (v1alpha1.FlockStatus, map[MemberState]int) {
 	return status, states
 }
 
-// rollout describes a template update for the Progressing condition.
-type rollout struct {
-	// active: a rolling update has members at or above the partition left
-	// to update or to become available.
-	active bool
-	// message says how far it is, or, when not active, which members stay
-	// at an earlier revision (below the partition, or OnDelete); "" when
-	// every member runs the update revision.
-	message string
-}
-
-// rolloutSummary describes the update of Flock f from revision current to
-// update, given its pods by ordinal.
-func rolloutSummary(f *v1alpha1.Flock, pods map[int32]*corev1.Pod, update, current string, minReady int32, now time.Time) rollout {
-	if current == update {
-		return rollout{}
-	}
-	replicas := replicasOf(f)
-	var outdated []int32
-	for ord := range replicas {
-		if pod := pods[ord]; pod != nil && podRevision(pod) != update {
-			outdated = append(outdated, ord)
-		}
-	}
-	if f.Spec.UpdateStrategy.Type == v1alpha1.OnDeleteFlockStrategyType {
-		if len(outdated) == 0 {
-			return rollout{}
-		}
-		return rollout{message: fmt.Sprintf("members %v run an earlier revision than %s and are updated when their pods are deleted (updateStrategy OnDelete)", outdated, update)}
-	}
-	partition := partitionOf(f)
-	var done, todo int32
-	for ord := partition; ord < replicas; ord++ {
-		todo++
-		if pod := pods[ord]; pod != nil && podRevision(pod) == update && isAvailable(pod, minReady, now) {
-			done++
-		}
-	}
-	if done < todo {
-		msg := fmt.Sprintf("rolling update to revision %s: %d of %d members updated", update, done, todo)
-		if partition > 0 {
-			msg += fmt.Sprintf(" (partition %d)", partition)
-		}
-		return rollout{active: true, message: msg}
-	}
-	if len(outdated) > 0 {
-		return rollout{message: fmt.Sprintf("members %v below partition %d stay at revision %s", outdated, partition, current)}
-	}
-	return rollout{}
-}
-
 // memberState returns the state of a member and its status message.
 func memberState(m v1alpha1.FlockMember, pod *corev1.Pod, blocked map[int32]blockage, replicas int32) (MemberState, string) {
 	if b, ok := blocked[m.Ordinal]; ok {
@@ -519,33 +322,4 @@ func mergeStatus(current *v1alpha1.FlockStatus, desired v1alpha1.FlockStatus, re
 		current.Members = append(current.Members, m)
 	}
 	slices.SortFunc(current.Members, func(a, b v1alpha1.FlockMember) int { return int(a.Ordinal) - int(b.Ordinal) })
-}
-
-// recordMembers adds the members in add (ordinal -> node) to status, except
-// those whose ordinal is already recorded or whose node already holds a
-// member: recorded assignments always win. It returns the ordinals added.
-func recordMembers(status *v1alpha1.FlockStatus, add map[int32]string, newMember func(ordinal int32, node string) v1alpha1.FlockMember) []int32 {
-	have := map[int32]bool{}
-	used := map[string]bool{}
-	for _, m := range status.Members {
-		have[m.Ordinal] = true
-		used[m.Node] = true
-	}
-	ords := make([]int32, 0, len(add))
-	for ord := range add {
-		ords = append(ords, ord)
-	}
-	slices.Sort(ords)
-	var added []int32
-	for _, ord := range ords {
-		node := add[ord]
-		if have[ord] || used[node] {
-			continue
-		}
-		status.Members = append(status.Members, newMember(ord, node))
-		have[ord], used[node] = true, true
-		added = append(added, ord)
-	}
-	slices.SortFunc(status.Members, func(a, b v1alpha1.FlockMember) int { return int(a.Ordinal) - int(b.Ordinal) })
-	return added
 }

@@ -1,3 +1,5 @@
+// File status_updater.go: StatusUpdater: writing a Flock's status with retries on conflict.
+
 package flock
 
 import (

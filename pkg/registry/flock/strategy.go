@@ -54,12 +54,13 @@ func (flockStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	f := obj.(*flock.Flock)
 	f.Status = flock.FlockStatus{}
 	f.Generation = 1
-	if f.Spec.ServiceName == "" {
-		f.Spec.ServiceName = f.Name
-	}
+	// The store generates a name before PrepareForCreate, so the name is
+	// known here even with generateName.
+	f.Spec.ServiceName = v1alpha1.ServiceNameOr(f.Spec.ServiceName, f.Name)
 	// A Flock that deletes data must not vanish before its cleanup runs,
 	// even if it is deleted before the controller first sees it.
-	if (f.Spec.Storage.Retention.WhenDeleted == flock.DeleteRetentionPolicy || f.Spec.Storage.Retention.WhenScaled == flock.DeleteRetentionPolicy) &&
+	r := f.Spec.Storage.Retention
+	if v1alpha1.WantsDataCleanupFinalizer(v1alpha1.RetentionPolicyType(r.WhenDeleted), v1alpha1.RetentionPolicyType(r.WhenScaled)) &&
 		!slices.Contains(f.Finalizers, v1alpha1.FinalizerDataCleanup) {
 		f.Finalizers = append(f.Finalizers, v1alpha1.FinalizerDataCleanup)
 	}
@@ -77,12 +78,7 @@ func (flockStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Obje
 
 // Validate checks a new Flock.
 func (s flockStrategy) Validate(ctx context.Context, obj runtime.Object) field.ErrorList {
-	f := obj.(*flock.Flock)
-	if f.Spec.ServiceName == "" {
-		// A generated name is known only now.
-		f.Spec.ServiceName = f.Name
-	}
-	return validation.ValidateFlock(f, s.opts)
+	return validation.ValidateFlock(obj.(*flock.Flock), s.opts)
 }
 
 // WarningsOnCreate returns no warnings; capacity warnings come from admission.

@@ -84,9 +84,9 @@ func TestPrepareForCreate(t *testing.T) {
 func TestGeneratedNameGetsServiceName(t *testing.T) {
 	s := NewStrategy(testScheme(), validation.Options{})
 	f := validFlock()
-	f.Name, f.GenerateName, f.Spec.ServiceName = "", "pg-", ""
+	// The store generates the name before PrepareForCreate.
+	f.Name, f.GenerateName, f.Spec.ServiceName = "pg-x7k2q", "pg-", ""
 	s.PrepareForCreate(context.Background(), f)
-	f.Name = "pg-x7k2q" // what the store generates after PrepareForCreate
 	if errs := s.Validate(context.Background(), f); len(errs) != 0 {
 		t.Fatalf("generated name: %v", errs)
 	}

@@ -7,6 +7,7 @@ package fuzzer
 import (
 	runtimeserializer "k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/randfill"
 
 	"flock.dev/flock/pkg/apis/flock"
@@ -25,15 +26,13 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 func fuzzFlock(f *flock.Flock, c randfill.Continue) {
 	c.FillNoCustom(f)
 	// serviceName defaults to the Flock's name.
-	if f.Spec.ServiceName == "" {
-		f.Spec.ServiceName = f.Name
-	}
+	f.Spec.ServiceName = v1alpha1.ServiceNameOr(f.Spec.ServiceName, f.Name)
 }
 
 func fuzzFlockSpec(s *flock.FlockSpec, c randfill.Continue) {
 	c.FillNoCustom(s)
 
-	s.Replicas = ptr(c.Int31n(validation.MaxReplicas + 1))
+	s.Replicas = ptr.To(c.Int31n(validation.MaxReplicas + 1))
 	if s.Storage.VolumeName == "" {
 		s.Storage.VolumeName = v1alpha1.DefaultVolumeName
 	}
@@ -55,7 +54,7 @@ func fuzzFlockSpec(s *flock.FlockSpec, c randfill.Continue) {
 			s.UpdateStrategy.RollingUpdate = &flock.RollingUpdateFlockStrategy{}
 		}
 		ru := s.UpdateStrategy.RollingUpdate
-		ru.Partition = ptr(c.Int31n(*s.Replicas + 1))
+		ru.Partition = ptr.To(c.Int31n(*s.Replicas + 1))
 		var v intstr.IntOrString
 		if c.Bool() {
 			v = intstr.FromInt32(1 + c.Int31n(10))
@@ -69,12 +68,12 @@ func fuzzFlockSpec(s *flock.FlockSpec, c randfill.Continue) {
 
 	s.MemberRecovery.Policy = oneOf(c, flock.WaitMemberRecovery, flock.ReassignMemberRecovery)
 	if s.MemberRecovery.Policy == flock.ReassignMemberRecovery {
-		s.MemberRecovery.AfterSeconds = ptr(1 + c.Int31n(3600))
+		s.MemberRecovery.AfterSeconds = ptr.To(1 + c.Int31n(3600))
 	} else {
 		s.MemberRecovery.AfterSeconds = nil
 	}
 
-	s.RevisionHistoryLimit = ptr(c.Int31n(100))
+	s.RevisionHistoryLimit = ptr.To(c.Int31n(100))
 
 	defaultTemplate(s)
 }
@@ -92,5 +91,3 @@ func defaultTemplate(s *flock.FlockSpec) {
 func oneOf[T any](c randfill.Continue, values ...T) T {
 	return values[c.Intn(len(values))]
 }
-
-func ptr[T any](v T) *T { return &v }

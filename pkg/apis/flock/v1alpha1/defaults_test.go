@@ -10,13 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	runtimeserializer "k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"flock.dev/flock/pkg/apis/flock"
 	"flock.dev/flock/pkg/apis/flock/install"
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
-
-func ptrTo[T any](v T) *T { return &v }
 
 // newScheme is the server's scheme for the group, with the registered
 // defaulters.
@@ -49,7 +48,7 @@ func minimal() *v1alpha1.Flock {
 func defaulted() *v1alpha1.Flock {
 	f := minimal()
 	one := intstr.FromInt32(1)
-	f.Spec.Replicas = ptrTo(int32(1))
+	f.Spec.Replicas = ptr.To(int32(1))
 	f.Spec.ServiceName = "pg"
 	f.Spec.Storage = v1alpha1.FlockStorage{
 		VolumeName: "data",
@@ -64,12 +63,12 @@ func defaulted() *v1alpha1.Flock {
 	f.Spec.UpdateStrategy = v1alpha1.FlockUpdateStrategy{
 		Type: v1alpha1.RollingUpdateFlockStrategyType,
 		RollingUpdate: &v1alpha1.RollingUpdateFlockStrategy{
-			Partition:      ptrTo(int32(0)),
+			Partition:      ptr.To(int32(0)),
 			MaxUnavailable: &one,
 		},
 	}
 	f.Spec.MemberRecovery = v1alpha1.MemberRecovery{Policy: v1alpha1.WaitMemberRecovery}
-	f.Spec.RevisionHistoryLimit = ptrTo(int32(10))
+	f.Spec.RevisionHistoryLimit = ptr.To(int32(10))
 	return f
 }
 
@@ -77,7 +76,7 @@ func defaulted() *v1alpha1.Flock {
 func explicit() *v1alpha1.Flock {
 	f := minimal()
 	half := intstr.FromString("50%")
-	f.Spec.Replicas = ptrTo(int32(0))
+	f.Spec.Replicas = ptr.To(int32(0))
 	f.Spec.ServiceName = "pg-headless"
 	f.Spec.Storage = v1alpha1.FlockStorage{
 		VolumeName: "store",
@@ -92,13 +91,13 @@ func explicit() *v1alpha1.Flock {
 	f.Spec.UpdateStrategy = v1alpha1.FlockUpdateStrategy{
 		Type: v1alpha1.RollingUpdateFlockStrategyType,
 		RollingUpdate: &v1alpha1.RollingUpdateFlockStrategy{
-			Partition:      ptrTo(int32(2)),
+			Partition:      ptr.To(int32(2)),
 			MaxUnavailable: &half,
 		},
 	}
 	f.Spec.MinReadySeconds = 30
-	f.Spec.MemberRecovery = v1alpha1.MemberRecovery{Policy: v1alpha1.ReassignMemberRecovery, AfterSeconds: ptrTo(int32(300))}
-	f.Spec.RevisionHistoryLimit = ptrTo(int32(0))
+	f.Spec.MemberRecovery = v1alpha1.MemberRecovery{Policy: v1alpha1.ReassignMemberRecovery, AfterSeconds: ptr.To(int32(300))}
+	f.Spec.RevisionHistoryLimit = ptr.To(int32(0))
 	return f
 }
 
@@ -123,11 +122,11 @@ func TestDefaults(t *testing.T) {
 		}},
 		{name: "partial rollingUpdate is completed", in: func() *v1alpha1.Flock {
 			f := minimal()
-			f.Spec.UpdateStrategy.RollingUpdate = &v1alpha1.RollingUpdateFlockStrategy{Partition: ptrTo(int32(2))}
+			f.Spec.UpdateStrategy.RollingUpdate = &v1alpha1.RollingUpdateFlockStrategy{Partition: ptr.To(int32(2))}
 			return f
 		}, want: func() *v1alpha1.Flock {
 			f := defaulted()
-			f.Spec.UpdateStrategy.RollingUpdate.Partition = ptrTo(int32(2))
+			f.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(int32(2))
 			return f
 		}},
 		{name: "partial retention is completed", in: func() *v1alpha1.Flock {
@@ -151,11 +150,11 @@ func TestDefaults(t *testing.T) {
 		}},
 		{name: "Reassign keeps afterSeconds", in: func() *v1alpha1.Flock {
 			f := minimal()
-			f.Spec.MemberRecovery = v1alpha1.MemberRecovery{Policy: v1alpha1.ReassignMemberRecovery, AfterSeconds: ptrTo(int32(120))}
+			f.Spec.MemberRecovery = v1alpha1.MemberRecovery{Policy: v1alpha1.ReassignMemberRecovery, AfterSeconds: ptr.To(int32(120))}
 			return f
 		}, want: func() *v1alpha1.Flock {
 			f := defaulted()
-			f.Spec.MemberRecovery = v1alpha1.MemberRecovery{Policy: v1alpha1.ReassignMemberRecovery, AfterSeconds: ptrTo(int32(120))}
+			f.Spec.MemberRecovery = v1alpha1.MemberRecovery{Policy: v1alpha1.ReassignMemberRecovery, AfterSeconds: ptr.To(int32(120))}
 			return f
 		}},
 		{name: "generateName leaves serviceName to the registry", in: func() *v1alpha1.Flock {

@@ -10,8 +10,6 @@ const (
 	LabelPodName = "flock.dev/pod-name"
 	// LabelRevision is the template revision a member's pod was created from.
 	LabelRevision = "controller-revision-hash"
-	// LabelNode is the node a member is assigned to.
-	LabelNode = "flock.dev/node"
 	// FinalizerDataCleanup holds a Flock's deletion until the data directories
 	// of its members are removed (retention whenDeleted: Delete).
 	FinalizerDataCleanup = "flock.dev/data-cleanup"

@@ -9,12 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	"flock.dev/flock/pkg/apis/flock"
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
-
-func ptrTo[T any](v T) *T { return &v }
 
 // validFlock is a defaulted, valid Flock: the baseline every table row
 // changes in one way.
@@ -23,7 +22,7 @@ func validFlock() *flock.Flock {
 	return &flock.Flock{
 		ObjectMeta: metav1.ObjectMeta{Name: "pg", Namespace: "db"},
 		Spec: flock.FlockSpec{
-			Replicas:    ptrTo(int32(3)),
+			Replicas:    ptr.To(int32(3)),
 			Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": "pg"}},
 			ServiceName: "pg",
 			Placement:   flock.FlockPlacement{NodeSelector: map[string]string{"disk": "local"}},
@@ -40,12 +39,12 @@ func validFlock() *flock.Flock {
 			UpdateStrategy: flock.FlockUpdateStrategy{
 				Type: flock.RollingUpdateFlockStrategyType,
 				RollingUpdate: &flock.RollingUpdateFlockStrategy{
-					Partition:      ptrTo(int32(0)),
+					Partition:      ptr.To(int32(0)),
 					MaxUnavailable: &maxUnavailable,
 				},
 			},
 			MemberRecovery:       flock.MemberRecovery{Policy: flock.WaitMemberRecovery},
-			RevisionHistoryLimit: ptrTo(int32(10)),
+			RevisionHistoryLimit: ptr.To(int32(10)),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
 					Labels:      map[string]string{"app": "pg"},
@@ -188,12 +187,12 @@ func TestValidateFlock(t *testing.T) {
 		// replicas
 		{name: "replicas missing", mutate: func(f *flock.Flock) { f.Spec.Replicas = nil },
 			want: []wantErr{{field.ErrorTypeRequired, "spec.replicas", "Required value"}}},
-		{name: "replicas negative", mutate: func(f *flock.Flock) { f.Spec.Replicas = ptrTo(int32(-1)) },
+		{name: "replicas negative", mutate: func(f *flock.Flock) { f.Spec.Replicas = ptr.To(int32(-1)) },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.replicas", "must be greater than or equal to 0"}}},
-		{name: "replicas above 10000", mutate: func(f *flock.Flock) { f.Spec.Replicas = ptrTo(int32(10001)) },
+		{name: "replicas above 10000", mutate: func(f *flock.Flock) { f.Spec.Replicas = ptr.To(int32(10001)) },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.replicas", "must be no more than 10000"}}},
-		{name: "replicas 10000", mutate: func(f *flock.Flock) { f.Spec.Replicas = ptrTo(int32(10000)) }},
-		{name: "replicas 0", mutate: func(f *flock.Flock) { f.Spec.Replicas = ptrTo(int32(0)) }},
+		{name: "replicas 10000", mutate: func(f *flock.Flock) { f.Spec.Replicas = ptr.To(int32(10000)) }},
+		{name: "replicas 0", mutate: func(f *flock.Flock) { f.Spec.Replicas = ptr.To(int32(0)) }},
 
 		// selector
 		{name: "selector missing", mutate: func(f *flock.Flock) { f.Spec.Selector = nil },
@@ -318,42 +317,42 @@ func TestValidateFlock(t *testing.T) {
 		{name: "OnDelete alone", mutate: func(f *flock.Flock) {
 			f.Spec.UpdateStrategy = flock.FlockUpdateStrategy{Type: flock.OnDeleteFlockStrategyType}
 		}},
-		{name: "partition negative", mutate: func(f *flock.Flock) { f.Spec.UpdateStrategy.RollingUpdate.Partition = ptrTo(int32(-1)) },
+		{name: "partition negative", mutate: func(f *flock.Flock) { f.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(int32(-1)) },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.updateStrategy.rollingUpdate.partition", "must be greater than or equal to 0"}}},
-		{name: "partition above replicas (no member is updated, as for StatefulSets)", mutate: func(f *flock.Flock) { f.Spec.UpdateStrategy.RollingUpdate.Partition = ptrTo(int32(4)) }},
-		{name: "partition equal to replicas", mutate: func(f *flock.Flock) { f.Spec.UpdateStrategy.RollingUpdate.Partition = ptrTo(int32(3)) }},
-		{name: "maxUnavailable 0", mutate: func(f *flock.Flock) { f.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptrTo(intstr.FromInt32(0)) },
+		{name: "partition above replicas (no member is updated, as for StatefulSets)", mutate: func(f *flock.Flock) { f.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(int32(4)) }},
+		{name: "partition equal to replicas", mutate: func(f *flock.Flock) { f.Spec.UpdateStrategy.RollingUpdate.Partition = ptr.To(int32(3)) }},
+		{name: "maxUnavailable 0", mutate: func(f *flock.Flock) { f.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(0)) },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.updateStrategy.rollingUpdate.maxUnavailable", "must be at least 1"}}},
 		{name: "maxUnavailable 0%", mutate: func(f *flock.Flock) {
-			f.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptrTo(intstr.FromString("0%"))
+			f.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromString("0%"))
 		},
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.updateStrategy.rollingUpdate.maxUnavailable", "must be a percentage from 1% to 100%"}}},
 		{name: "maxUnavailable 101%", mutate: func(f *flock.Flock) {
-			f.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptrTo(intstr.FromString("101%"))
+			f.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromString("101%"))
 		},
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.updateStrategy.rollingUpdate.maxUnavailable", "must be a percentage from 1% to 100%"}}},
 		{name: "maxUnavailable number as string", mutate: func(f *flock.Flock) {
-			f.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptrTo(intstr.FromString("2"))
+			f.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromString("2"))
 		},
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.updateStrategy.rollingUpdate.maxUnavailable", "must be an integer or a percentage"}}},
 		{name: "maxUnavailable word", mutate: func(f *flock.Flock) {
-			f.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptrTo(intstr.FromString("half"))
+			f.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromString("half"))
 		},
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.updateStrategy.rollingUpdate.maxUnavailable", "must be an integer or a percentage"}}},
 		{name: "maxUnavailable 100%", mutate: func(f *flock.Flock) {
-			f.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptrTo(intstr.FromString("100%"))
+			f.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromString("100%"))
 		}},
 		{name: "maxUnavailable 1%", mutate: func(f *flock.Flock) {
-			f.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptrTo(intstr.FromString("1%"))
+			f.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromString("1%"))
 		}},
-		{name: "maxUnavailable 5", mutate: func(f *flock.Flock) { f.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptrTo(intstr.FromInt32(5)) }},
+		{name: "maxUnavailable 5", mutate: func(f *flock.Flock) { f.Spec.UpdateStrategy.RollingUpdate.MaxUnavailable = ptr.To(intstr.FromInt32(5)) }},
 
 		// minReadySeconds, revisionHistoryLimit
 		{name: "minReadySeconds negative", mutate: func(f *flock.Flock) { f.Spec.MinReadySeconds = -1 },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.minReadySeconds", "must be greater than or equal to 0"}}},
-		{name: "revisionHistoryLimit negative", mutate: func(f *flock.Flock) { f.Spec.RevisionHistoryLimit = ptrTo(int32(-1)) },
+		{name: "revisionHistoryLimit negative", mutate: func(f *flock.Flock) { f.Spec.RevisionHistoryLimit = ptr.To(int32(-1)) },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.revisionHistoryLimit", "must be greater than or equal to 0"}}},
-		{name: "revisionHistoryLimit 0", mutate: func(f *flock.Flock) { f.Spec.RevisionHistoryLimit = ptrTo(int32(0)) }},
+		{name: "revisionHistoryLimit 0", mutate: func(f *flock.Flock) { f.Spec.RevisionHistoryLimit = ptr.To(int32(0)) }},
 
 		// memberRecovery
 		{name: "memberRecovery policy unknown", mutate: func(f *flock.Flock) { f.Spec.MemberRecovery.Policy = "Move" },
@@ -361,12 +360,12 @@ func TestValidateFlock(t *testing.T) {
 		{name: "Reassign without afterSeconds", mutate: func(f *flock.Flock) { f.Spec.MemberRecovery.Policy = flock.ReassignMemberRecovery },
 			want: []wantErr{{field.ErrorTypeRequired, "spec.memberRecovery.afterSeconds", "required when policy is 'Reassign'"}}},
 		{name: "Reassign with afterSeconds 0", mutate: func(f *flock.Flock) {
-			f.Spec.MemberRecovery = flock.MemberRecovery{Policy: flock.ReassignMemberRecovery, AfterSeconds: ptrTo(int32(0))}
+			f.Spec.MemberRecovery = flock.MemberRecovery{Policy: flock.ReassignMemberRecovery, AfterSeconds: ptr.To(int32(0))}
 		}, want: []wantErr{{field.ErrorTypeInvalid, "spec.memberRecovery.afterSeconds", "must be greater than 0"}}},
-		{name: "Wait with afterSeconds", mutate: func(f *flock.Flock) { f.Spec.MemberRecovery.AfterSeconds = ptrTo(int32(60)) },
+		{name: "Wait with afterSeconds", mutate: func(f *flock.Flock) { f.Spec.MemberRecovery.AfterSeconds = ptr.To(int32(60)) },
 			want: []wantErr{{field.ErrorTypeForbidden, "spec.memberRecovery.afterSeconds", "may only be set when policy is 'Reassign'"}}},
 		{name: "Reassign after 300 seconds", mutate: func(f *flock.Flock) {
-			f.Spec.MemberRecovery = flock.MemberRecovery{Policy: flock.ReassignMemberRecovery, AfterSeconds: ptrTo(int32(300))}
+			f.Spec.MemberRecovery = flock.MemberRecovery{Policy: flock.ReassignMemberRecovery, AfterSeconds: ptr.To(int32(300))}
 		}},
 
 		// template metadata
@@ -407,7 +406,7 @@ func TestValidateFlock(t *testing.T) {
 		{name: "restartPolicy OnFailure", mutate: func(f *flock.Flock) { f.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyOnFailure },
 			want: []wantErr{{field.ErrorTypeNotSupported, "spec.template.spec.restartPolicy", `supported values: "Always"`}}},
 		{name: "restartPolicy Always", mutate: func(f *flock.Flock) { f.Spec.Template.Spec.RestartPolicy = corev1.RestartPolicyAlways }},
-		{name: "activeDeadlineSeconds set", mutate: func(f *flock.Flock) { f.Spec.Template.Spec.ActiveDeadlineSeconds = ptrTo(int64(60)) },
+		{name: "activeDeadlineSeconds set", mutate: func(f *flock.Flock) { f.Spec.Template.Spec.ActiveDeadlineSeconds = ptr.To(int64(60)) },
 			want: []wantErr{{field.ErrorTypeForbidden, "spec.template.spec.activeDeadlineSeconds", "members run until they are removed"}}},
 
 		// security
@@ -565,13 +564,13 @@ func TestValidateFlockUpdate(t *testing.T) {
 		{name: "no change", mutate: func(f *flock.Flock) {}},
 		{name: "mutable fields change", mutate: func(f *flock.Flock) {
 			f.Labels = map[string]string{"team": "db"}
-			f.Spec.Replicas = ptrTo(int32(5))
+			f.Spec.Replicas = ptr.To(int32(5))
 			f.Spec.Placement = flock.FlockPlacement{Nodes: []string{"n-a", "n-b", "n-c", "n-d", "n-e"}}
 			f.Spec.Storage.Retention.WhenScaled = flock.DeleteRetentionPolicy
 			f.Spec.UpdateStrategy = flock.FlockUpdateStrategy{Type: flock.OnDeleteFlockStrategyType}
 			f.Spec.MinReadySeconds = 10
-			f.Spec.MemberRecovery = flock.MemberRecovery{Policy: flock.ReassignMemberRecovery, AfterSeconds: ptrTo(int32(600))}
-			f.Spec.RevisionHistoryLimit = ptrTo(int32(3))
+			f.Spec.MemberRecovery = flock.MemberRecovery{Policy: flock.ReassignMemberRecovery, AfterSeconds: ptr.To(int32(600))}
+			f.Spec.RevisionHistoryLimit = ptr.To(int32(3))
 			f.Spec.Template.Spec.Containers[0].Image = "postgres:18"
 		}},
 		{name: "selector changes", mutate: func(f *flock.Flock) {
@@ -598,16 +597,16 @@ func TestValidateFlockUpdate(t *testing.T) {
 			want: []wantErr{{field.ErrorTypeInvalid, "metadata.name", "field is immutable"}}},
 		{name: "resourceVersion missing", mutate: func(f *flock.Flock) { f.ResourceVersion = "" },
 			want: []wantErr{{field.ErrorTypeInvalid, "metadata.resourceVersion", "must be specified for an update"}}},
-		{name: "new spec is validated", mutate: func(f *flock.Flock) { f.Spec.Replicas = ptrTo(int32(-1)) },
+		{name: "new spec is validated", mutate: func(f *flock.Flock) { f.Spec.Replicas = ptr.To(int32(-1)) },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.replicas", "must be greater than or equal to 0"}}},
 		{name: "name is not validated again", mutateOld: withOld(func(f *flock.Flock) { f.Name = strings.Repeat("a", 60) }),
-			mutate: func(f *flock.Flock) { f.Spec.Replicas = ptrTo(int32(2)) }},
+			mutate: func(f *flock.Flock) { f.Spec.Replicas = ptr.To(int32(2)) }},
 
 		// host access: kept if the old template had it, never added
 		{name: "hostNetwork added", mutate: func(f *flock.Flock) { f.Spec.Template.Spec.HostNetwork = true },
 			want: []wantErr{{field.ErrorTypeForbidden, "spec.template.spec.hostNetwork", "not allowed"}}},
 		{name: "hostNetwork kept", mutateOld: func(f *flock.Flock) { f.Spec.Template.Spec.HostNetwork = true },
-			mutate: func(f *flock.Flock) { f.Spec.Replicas = ptrTo(int32(1)) }},
+			mutate: func(f *flock.Flock) { f.Spec.Replicas = ptr.To(int32(1)) }},
 		{name: "hostNetwork kept, hostPID added", mutateOld: func(f *flock.Flock) { f.Spec.Template.Spec.HostNetwork = true },
 			mutate: func(f *flock.Flock) { f.Spec.Template.Spec.HostPID = true },
 			want:   []wantErr{{field.ErrorTypeForbidden, "spec.template.spec.hostPID", "not allowed"}}},

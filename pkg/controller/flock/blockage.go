@@ -1,0 +1,132 @@
+// File blockage.go: why a member cannot run (unplaced, node gone, NotReady, cordoned,
+// tainted, unschedulable, pod name taken, waiting for a data cleanup).
+
+package flock
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/pkg/placement"
+)
+
+// blockage says why a member cannot run.
+type blockage struct {
+	Reason  string
+	Message string
+}
+
+// memberBlockage says why member m, whose pod is pod (nil: none), cannot
+// run on its node (nil: the node object is gone), or returns nil. A member
+// on a gone or NotReady node is blocked even if its pod still reports Ready
+// (nothing on such a node can update it). Otherwise a member whose pod is
+// Ready is never blocked: a cordon or a taint does not stop a running pod.
+// tolerations are the template's.
+func memberBlockage(m v1alpha1.FlockMember, pod *corev1.Pod, node *corev1.Node, tolerations []corev1.Toleration) *blockage {
+	waits := fmt.Sprintf("member %d waits for node %s", m.Ordinal, m.Node)
+	if node == nil {
+		return &blockage{ReasonNodeGone, waits + ", which is gone"}
+	}
+	if !placement.IsReady(node) {
+		return &blockage{ReasonNodeNotReady, waits + ", which is NotReady"}
+	}
+	if pod != nil && isRunningAndReady(pod) {
+		return nil
+	}
+	scheduled := pod != nil && pod.Spec.NodeName != ""
+	if !scheduled {
+		if node.Spec.Unschedulable {
+			return &blockage{ReasonNodeCordoned, waits + ", which is cordoned"}
+		}
+		if ok, ex := placement.IsEligible(node, placement.Requirement{Tolerations: tolerations}); !ok && ex.Reason == placement.ReasonTaint {
+			msg := waits + ", which has a taint the template does not tolerate"
+			if ex.Detail != "" {
+				msg = waits + ", which " + ex.Detail
+			}
+			return &blockage{ReasonNodeTainted, msg}
+		}
+	}
+	if pod != nil && !scheduled {
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return &blockage{ReasonUnschedulable, fmt.Sprintf("member %d cannot be scheduled on node %s: %s", m.Ordinal, m.Node, c.Message)}
+			}
+		}
+	}
+	return nil
+}
+
+// unplacedBlockage says why ordinal could not be given a node. nodes are
+// the cluster's nodes by name, members the recorded members by ordinal.
+func unplacedBlockage(f *v1alpha1.Flock, ordinal int32, nodes map[string]*corev1.Node, members map[int32]v1alpha1.FlockMember) blockage {
+	if int(ordinal) < len(f.Spec.Placement.Nodes) {
+		name := f.Spec.Placement.Nodes[ordinal]
+		prefix := fmt.Sprintf("member %d cannot be placed on node %s (spec.placement.nodes[%d])", ordinal, name, ordinal)
+		for _, m := range sortedMembers(members) {
+			if m.Node == name {
+				return blockage{ReasonUnplaceable, fmt.Sprintf("%s: the node holds member %d", prefix, m.Ordinal)}
+			}
+		}
+		node, ok := nodes[name]
+		if !ok {
+			return blockage{ReasonUnplaceable, prefix + ": no such node"}
+		}
+		if ok, ex := placement.IsEligible(node, placement.RequirementFromFlock(f)); !ok {
+			detail := string(ex.Reason)
+			if ex.Detail != "" {
+				detail = ex.Detail
+			}
+			return blockage{ReasonUnplaceable, fmt.Sprintf("%s: the node is not eligible (%s)", prefix, detail)}
+		}
+		return blockage{ReasonUnplaceable, prefix}
+	}
+	return blockage{ReasonUnplaceable, fmt.Sprintf("member %d cannot be placed: no eligible node is free of this Flock's members", ordinal)}
+}
+
+// blockedMembers says, for every ordinal below replicas, why it cannot
+// run, if it cannot: no node could be placed for it, its node is gone,
+// NotReady (with since when, and what memberRecovery does about it, from
+// losses), cordoned or tainted, its pod is unschedulable, its pod name is
+// taken by a pod the Flock does not control, or it waits for the cleanup
+// of its data directory after a scale down.
+func (fc *defaultFlockControl) blockedMembers(f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMember, pods map[int32]*corev1.Pod,
+	nodes map[string]*corev1.Node, losses map[int32]nodeLoss) map[int32]blockage {
+	blocked := map[int32]blockage{}
+	for ord := range replicasOf(f) {
+		m, ok := members[ord]
+		if !ok {
+			if f.DeletionTimestamp == nil {
+				blocked[ord] = unplacedBlockage(f, ord, nodes, members)
+			}
+			continue
+		}
+		pod := pods[ord]
+		if pod == nil {
+			name := PodName(f.Name, ord)
+			if other, err := fc.members.GetPod(f.Namespace, name); err == nil && !isControlledBy(other, f) {
+				blocked[ord] = blockage{ReasonPodNameTaken, fmt.Sprintf(
+					"member %d cannot start: pod %s exists and is not a pod of this Flock on node %s; delete it to let the member start", ord, name, m.Node)}
+				continue
+			}
+			if h, err := fc.members.GetPod(f.Namespace, CleanupPodName(f.Name, ord)); err == nil && f.DeletionTimestamp == nil {
+				blocked[ord] = blockage{ReasonDataCleanup, fmt.Sprintf(
+					"member %d waits for pod %s to finish removing its data directory on node %s", ord, h.Name, h.Spec.NodeName)}
+				continue
+			}
+		}
+		b := memberBlockage(m, pod, nodes[m.Node], f.Spec.Template.Spec.Tolerations)
+		if b == nil {
+			continue
+		}
+		if loss, ok := losses[ord]; ok && (b.Reason == ReasonNodeGone || b.Reason == ReasonNodeNotReady) {
+			b.Message += " since " + formatTime(loss.Since)
+			if loss.Note != "" {
+				b.Message += "; " + loss.Note
+			}
+		}
+		blocked[ord] = *b
+	}
+	return blocked
+}

@@ -1,0 +1,181 @@
+// File member_placement.go: placement of new members: the node of every ordinal that has
+// none, recorded in status before any pod is made for it.
+
+package flock
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/klog/v2"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/pkg/placement"
+)
+
+// placeMembers records in status the node of every ordinal below replicas
+// that has none, and of every pod the Flock owns or could adopt that has
+// no member, and returns the Flock as written. Recorded members are never
+// changed. A pod that already sits on (or is pinned to) a free node keeps
+// that node, so an adopted member finds its data; other ordinals are placed
+// by placement.Assign, least-used nodes first, across all Flocks.
+func (fc *defaultFlockControl) placeMembers(ctx context.Context, f *v1alpha1.Flock, selector labels.Selector, pods []*corev1.Pod, nodes []*corev1.Node) (*v1alpha1.Flock, error) {
+	logger := klog.FromContext(ctx)
+	replicas := replicasOf(f)
+	existing := make(map[int32]string, len(f.Status.Members))
+	used := map[string]bool{}
+	for _, m := range f.Status.Members {
+		existing[m.Ordinal] = m.Node
+		used[m.Node] = true
+	}
+	add := map[int32]string{}
+
+	// Pods first, in ordinal order, those the Flock controls before orphans.
+	sorted := slices.Clone(pods)
+	slices.SortStableFunc(sorted, func(a, b *corev1.Pod) int {
+		oa, _ := ParseOrdinal(f.Name, a.Name)
+		ob, _ := ParseOrdinal(f.Name, b.Name)
+		if oa != ob {
+			return int(oa) - int(ob)
+		}
+		ca, cb := isControlledBy(a, f), isControlledBy(b, f)
+		switch {
+		case ca && !cb:
+			return -1
+		case cb && !ca:
+			return 1
+		}
+		return 0
+	})
+	for _, pod := range sorted {
+		ord, ok := ParseOrdinal(f.Name, pod.Name)
+		if !ok || isTerminating(pod) {
+			continue
+		}
+		if _, ok := existing[ord]; ok {
+			continue
+		}
+		if _, ok := add[ord]; ok {
+			continue
+		}
+		if !isControlledBy(pod, f) && (metav1.GetControllerOfNoCopy(pod) != nil || !selector.Matches(labels.Set(pod.Labels))) {
+			continue
+		}
+		node := PinnedNode(pod)
+		if node == "" || used[node] {
+			continue
+		}
+		if int(ord) < len(f.Spec.Placement.Nodes) && f.Spec.Placement.Nodes[ord] != node {
+			continue // the explicit map wins over where a pod happens to be
+		}
+		add[ord] = node
+		used[node] = true
+	}
+
+	// New ordinals.
+	all := maps.Clone(existing)
+	maps.Copy(all, add)
+	top := replicas
+	for ord := range all {
+		top = max(top, ord+1)
+	}
+	missing := false
+	for ord := range replicas {
+		if _, ok := all[ord]; !ok {
+			missing = true
+			break
+		}
+	}
+	if missing {
+		req := placement.RequirementFromFlock(f)
+		req.Replicas = top // so every recorded node, condemned members' too, counts as used
+		assigned, unplaced := placement.Assign(nodes, req, all, fc.usage(f))
+		for ord, node := range assigned {
+			if _, ok := all[ord]; ok || ord >= replicas || used[node] {
+				continue
+			}
+			add[ord] = node
+			used[node] = true
+		}
+		if len(unplaced) > 0 {
+			logger.V(2).Info("Members cannot be placed", "ordinals", unplaced)
+		}
+	}
+	if len(add) == 0 {
+		return f, nil
+	}
+
+	var added []int32
+	updated, err := fc.status.UpdateStatus(ctx, f, func(st *v1alpha1.FlockStatus) {
+		added = recordMembers(st, add, func(ord int32, node string) v1alpha1.FlockMember {
+			pod := PodName(f.Name, ord)
+			return v1alpha1.FlockMember{
+				Ordinal: ord, Node: node, Pod: pod,
+				Hostname: MemberHostname(pod, serviceNameOf(f), f.Namespace, fc.opts.ClusterDomain),
+				Message:  "placed; pod not created yet",
+			}
+		})
+	})
+	if err != nil {
+		fc.event(f, corev1.EventTypeWarning, "FailedPlacement", "recording the nodes of new members failed: %v", err)
+		return nil, fmt.Errorf("recording member nodes: %w", err)
+	}
+	for _, ord := range added {
+		logger.V(2).Info("Placed member", "ordinal", ord, "node", add[ord])
+		fc.event(f, corev1.EventTypeNormal, "MemberPlaced", "member %d (pod %s) placed on node %s", ord, PodName(f.Name, ord), add[ord])
+	}
+	return updated, nil
+}
+
+// usage counts the members of all Flocks per node, with f's own members
+// taken from f (which may be newer than the cache).
+func (fc *defaultFlockControl) usage(f *v1alpha1.Flock) map[string]int {
+	usage := map[string]int{}
+	flocks, _ := fc.flockLister.List(labels.Everything())
+	for _, g := range flocks {
+		if g.UID == f.UID {
+			continue
+		}
+		for _, m := range g.Status.Members {
+			usage[m.Node]++
+		}
+	}
+	for _, m := range f.Status.Members {
+		usage[m.Node]++
+	}
+	return usage
+}
+
+// recordMembers adds the members in add (ordinal -> node) to status, except
+// those whose ordinal is already recorded or whose node already holds a
+// member: recorded assignments always win. It returns the ordinals added.
+func recordMembers(status *v1alpha1.FlockStatus, add map[int32]string, newMember func(ordinal int32, node string) v1alpha1.FlockMember) []int32 {
+	have := map[int32]bool{}
+	used := map[string]bool{}
+	for _, m := range status.Members {
+		have[m.Ordinal] = true
+		used[m.Node] = true
+	}
+	ords := make([]int32, 0, len(add))
+	for ord := range add {
+		ords = append(ords, ord)
+	}
+	slices.Sort(ords)
+	var added []int32
+	for _, ord := range ords {
+		node := add[ord]
+		if have[ord] || used[node] {
+			continue
+		}
+		status.Members = append(status.Members, newMember(ord, node))
+		have[ord], used[node] = true, true
+		added = append(added, ord)
+	}
+	slices.SortFunc(status.Members, func(a, b v1alpha1.FlockMember) int { return int(a.Ordinal) - int(b.Ordinal) })
+	return added
+}

@@ -1,0 +1,132 @@
+// File member_pod.go: the member pod: built from a template revision and a member, and
+// pinned to the member's node by a required node affinity. Pure.
+
+package flock
+
+import (
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+)
+
+// nodeNameField is the field selector key a pod's required node
+// affinity uses to pin it to one node.
+const nodeNameField = "metadata.name"
+
+// NewMemberPod returns the pod of member m of Flock f: named <flock>-<i>,
+// with hostname and subdomain for its DNS name, the template's labels plus
+// the member labels and revision, a required node affinity to m.Node AND-ed
+// into every term of the template's own required node affinity, the
+// hostPath data volume <dataRoot>/<namespace>/<flock> and a controller
+// ownerReference to f. f is not modified.
+func NewMemberPod(f *v1alpha1.Flock, m v1alpha1.FlockMember, revision, dataRoot string) *corev1.Pod {
+	return newMemberPodFromTemplate(f, &f.Spec.Template, m, revision, dataRoot)
+}
+
+// newMemberPodFromTemplate is NewMemberPod with the pod template of a given
+// revision (an earlier template of f, from its ControllerRevision) instead
+// of f's current one. template is not modified.
+func newMemberPodFromTemplate(f *v1alpha1.Flock, template *corev1.PodTemplateSpec, m v1alpha1.FlockMember, revision, dataRoot string) *corev1.Pod {
+	tmpl := template.DeepCopy()
+	name := PodName(f.Name, m.Ordinal)
+
+	labels := make(map[string]string, len(tmpl.Labels)+4)
+	maps.Copy(labels, tmpl.Labels)
+	maps.Copy(labels, memberLabels(f, m.Ordinal))
+	if revision != "" {
+		labels[v1alpha1.LabelRevision] = revision
+	}
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            name,
+			Namespace:       f.Namespace,
+			Labels:          labels,
+			Annotations:     tmpl.Annotations,
+			Finalizers:      tmpl.Finalizers,
+			OwnerReferences: []metav1.OwnerReference{*newControllerRef(f)},
+		},
+		Spec: tmpl.Spec,
+	}
+	pod.Spec.Hostname = name
+	pod.Spec.Subdomain = serviceNameOf(f)
+	// The member's node is placement's decision; the scheduler binds the
+	// pod there (checking resources and taints), never a template.
+	pod.Spec.NodeName = ""
+	pinToNode(&pod.Spec, m.Node)
+
+	volumeName := volumeNameOf(f)
+	hostPathType := corev1.HostPathDirectoryOrCreate
+	dataVolume := corev1.Volume{
+		Name: volumeName,
+		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
+			Path: DataPath(dataRoot, f.Namespace, f.Name),
+			Type: &hostPathType,
+		}},
+	}
+	// Validation refuses a template volume of this name; replace it anyway
+	// so the pod can never mount anything else as the member's data.
+	pod.Spec.Volumes = slices.DeleteFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == volumeName })
+	pod.Spec.Volumes = append(pod.Spec.Volumes, dataVolume)
+	return pod
+}
+
+// pinToNode ANDs "metadata.name In [node]" into every term of spec's
+// required node affinity, adding one term when there is none.
+func pinToNode(spec *corev1.PodSpec, node string) {
+	pin := corev1.NodeSelectorRequirement{Key: nodeNameField, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}
+	if spec.Affinity == nil {
+		spec.Affinity = &corev1.Affinity{}
+	}
+	if spec.Affinity.NodeAffinity == nil {
+		spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := spec.Affinity.NodeAffinity
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
+	}
+	req := na.RequiredDuringSchedulingIgnoredDuringExecution
+	if len(req.NodeSelectorTerms) == 0 {
+		req.NodeSelectorTerms = []corev1.NodeSelectorTerm{{}}
+	}
+	for i := range req.NodeSelectorTerms {
+		req.NodeSelectorTerms[i].MatchFields = append(req.NodeSelectorTerms[i].MatchFields, pin)
+	}
+}
+
+// PinnedNode returns the node a pod is bound or pinned to: spec.nodeName
+// when set, else the node named by a "metadata.name In [node]" match field
+// present in every term of its required node affinity. It returns "" for a
+// pod that may run on more than one node.
+func PinnedNode(pod *corev1.Pod) string {
+	if pod.Spec.NodeName != "" {
+		return pod.Spec.NodeName
+	}
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil || a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return ""
+	}
+	terms := a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) == 0 {
+		return ""
+	}
+	node := ""
+	for _, term := range terms {
+		found := ""
+		for _, r := range term.MatchFields {
+			if r.Key == nodeNameField && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
+				found = r.Values[0]
+				break
+			}
+		}
+		if found == "" || (node != "" && found != node) {
+			return ""
+		}
+		node = found
+	}
+	return node
+}

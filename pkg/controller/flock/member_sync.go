@@ -1,0 +1,164 @@
+// File member_sync.go: member pods: create, recreate and delete them in the order the pod
+// management policy says.
+
+package flock
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/klog/v2"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+)
+
+// syncMembers creates, recreates and deletes member pods. With
+// OrderedReady it works on one ordinal at a time, from 0 up: each member's
+// pod must be Running and available before the next is created, and the
+// pods of a scale down are deleted from the highest ordinal down, one at a
+// time, once every remaining member is available. With Parallel it does
+// all at once. New pods get the revision plan.templateFor says. The
+// ordinals whose pods it creates or deletes are added to changed.
+func (fc *defaultFlockControl) syncMembers(ctx context.Context, f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMember, pods map[int32]*corev1.Pod,
+	nodes map[string]*corev1.Node, plan updatePlan, changed map[int32]bool, now time.Time) error {
+	logger := klog.FromContext(ctx)
+	replicas := replicasOf(f)
+	monotonic := f.Spec.PodManagementPolicy != v1alpha1.ParallelPodManagement
+	var errs []error
+
+	// A pod pinned to another node than its member's (the member was
+	// reassigned off a lost node) is not the member any more: it goes at
+	// once, whatever the order, so it cannot keep serving the member's name
+	// if its node comes back.
+	for _, ord := range sortedOrdinals(pods) {
+		pod := pods[ord]
+		m, ok := members[ord]
+		node := PinnedNode(pod)
+		if !ok || node == "" || node == m.Node || (isTerminating(pod) && !mustForceDelete(pod, m.Node, nodes)) {
+			continue
+		}
+		changed[ord] = true
+		why := fmt.Sprintf("member %d was reassigned from node %s to node %s", ord, node, m.Node)
+		if err := fc.deletePod(ctx, f, pod, why, mustForceDelete(pod, m.Node, nodes)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	for ord := range replicas {
+		if changed[ord] {
+			if monotonic {
+				return utilerrors.NewAggregate(errs)
+			}
+			continue
+		}
+		wait, err := fc.syncMember(ctx, f, members, pods[ord], ord, nodes, plan, changed, now)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if monotonic && (wait || err != nil) {
+			return utilerrors.NewAggregate(errs)
+		}
+	}
+
+	var condemned []int32
+	for ord := range pods {
+		if ord >= replicas {
+			condemned = append(condemned, ord)
+		}
+	}
+	slices.SortFunc(condemned, func(a, b int32) int { return int(b) - int(a) })
+	for _, ord := range condemned {
+		pod := pods[ord]
+		if isTerminating(pod) {
+			if mustForceDelete(pod, "", nodes) {
+				errs = append(errs, fc.deletePod(ctx, f, pod, "scale down; its node is gone", true))
+			}
+			if monotonic {
+				logger.V(4).Info("Waiting for pod to terminate before scaling down further", "pod", klog.KObj(pod))
+				break
+			}
+			continue
+		}
+		logger.V(2).Info("Deleting pod for scale down", "pod", klog.KObj(pod))
+		changed[ord] = true
+		if err := fc.deletePod(ctx, f, pod, "scale down", mustForceDelete(pod, "", nodes)); err != nil {
+			errs = append(errs, err)
+		}
+		if monotonic {
+			break
+		}
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// syncMember makes sure member ord has a healthy pod on its node. It
+// returns wait=true when an OrderedReady Flock must not go past this member
+// yet.
+func (fc *defaultFlockControl) syncMember(ctx context.Context, f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMember, pod *corev1.Pod, ord int32,
+	nodes map[string]*corev1.Node, plan updatePlan, changed map[int32]bool, now time.Time) (bool, error) {
+	logger := klog.FromContext(ctx)
+	m, ok := members[ord]
+	if !ok {
+		return true, nil // unplaced; reported as blocked
+	}
+	name := PodName(f.Name, ord)
+	if pod == nil {
+		if other, err := fc.members.GetPod(f.Namespace, name); err == nil && !isControlledBy(other, f) {
+			return true, nil // the name is taken; reported as blocked
+		}
+		if _, err := fc.members.GetPod(f.Namespace, CleanupPodName(f.Name, ord)); err == nil {
+			return true, nil // scaled back up while its data is removed; reported as blocked
+		}
+		tmpl, revision := plan.templateFor(f, ord)
+		changed[ord] = true
+		err := fc.members.CreatePod(ctx, newMemberPodFromTemplate(f, tmpl, m, revision, fc.opts.DataRoot))
+		switch {
+		case apierrors.IsAlreadyExists(err):
+			// The cache is behind; the pod's event brings us back.
+			return true, nil
+		case err != nil:
+			fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create Pod %s for member %d on node %s failed: %v", name, ord, m.Node, err)
+			return true, fmt.Errorf("creating pod %s/%s: %w", f.Namespace, name, err)
+		}
+		logger.V(2).Info("Created member pod", "pod", klog.KRef(f.Namespace, name), "node", m.Node, "revision", revision)
+		fc.event(f, corev1.EventTypeNormal, "SuccessfulCreate", "created Pod %s for member %d on node %s (revision %s)", name, ord, m.Node, revision)
+		return true, nil
+	}
+	force := mustForceDelete(pod, m.Node, nodes)
+	if isTerminating(pod) {
+		if force {
+			// A pod whose node is gone (or that is being moved off a lost
+			// node) never finishes terminating by itself.
+			changed[ord] = true
+			return true, fc.deletePod(ctx, f, pod, "its node is lost", true)
+		}
+		return true, nil
+	}
+	if isTerminal(pod) {
+		fc.event(f, corev1.EventTypeWarning, "RecreatingPod", "pod %s of member %d is %s; deleting it to recreate it on node %s", name, ord, pod.Status.Phase, m.Node)
+		changed[ord] = true
+		return true, fc.deletePod(ctx, f, pod, "recreate", force)
+	}
+	if why := identityMismatch(f, m, pod); why != "" {
+		fc.event(f, corev1.EventTypeWarning, "RecreatingPod", "%s; deleting it to recreate it", why)
+		changed[ord] = true
+		return true, fc.deletePod(ctx, f, pod, "recreate", force)
+	}
+	if !labelsMatch(f, ord, pod) {
+		upd := pod.DeepCopy()
+		if upd.Labels == nil {
+			upd.Labels = map[string]string{}
+		}
+		maps.Copy(upd.Labels, memberLabels(f, ord))
+		if err := fc.members.UpdatePod(ctx, upd); err != nil {
+			return true, fmt.Errorf("labelling pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+	}
+	return !isAvailable(pod, f.Spec.MinReadySeconds, now), nil
+}

@@ -1,0 +1,99 @@
+// File options.go: the controller's Options: their defaults and their validation (the one
+// place flock-apiserver's flags are checked against), and the field manager.
+
+package flock
+
+import (
+	"fmt"
+	"path"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+)
+
+// Options configure the controller.
+type Options struct {
+	// ClusterDomain is the cluster's DNS domain, for members' FQDNs
+	// (default "cluster.local").
+	ClusterDomain string
+	// DataRoot is the absolute host directory under which members' data
+	// directories are made: <DataRoot>/<namespace>/<flock> (default
+	// "/var/lib/flock").
+	DataRoot string
+	// CleanupImage is the image of the helper pod that removes a member's
+	// data directory under the Delete retention policy (default
+	// "busybox:1.36"). It needs sh and rm.
+	CleanupImage string
+	// RolloutHaltAfter is how long a pod of a rolling update's new revision
+	// may stay not Ready before the rollout is reported halted (condition
+	// Progressing False, reason RolloutHalted, and an event); a pod whose
+	// containers crash or cannot start halts it at once (default 30s).
+	RolloutHaltAfter time.Duration
+	// Workers is the number of Flocks synced in parallel when Run is given
+	// no positive number (default 1).
+	Workers int
+}
+
+// Complete returns o with defaults filled in, or an error when a value is
+// invalid.
+func (o Options) Complete() (Options, error) {
+	if o.ClusterDomain == "" {
+		o.ClusterDomain = DefaultClusterDomain
+	}
+	if o.DataRoot == "" {
+		o.DataRoot = DefaultDataRoot
+	}
+	if o.Workers <= 0 {
+		o.Workers = 1
+	}
+	if o.CleanupImage == "" {
+		o.CleanupImage = DefaultCleanupImage
+	}
+	if o.RolloutHaltAfter <= 0 {
+		o.RolloutHaltAfter = DefaultRolloutHaltAfter
+	}
+	return o, o.Validate()
+}
+
+// Validate returns every problem of o at once, each naming the
+// flock-apiserver flag that sets the option. flock-apiserver calls it before
+// it starts anything; Complete calls it after filling in the defaults.
+func (o Options) Validate() error {
+	var errs []error
+	if !path.IsAbs(o.DataRoot) || path.Clean(o.DataRoot) != o.DataRoot || o.DataRoot == "/" {
+		errs = append(errs, fmt.Errorf("--data-root must be a clean absolute path other than /, got %q", o.DataRoot))
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.ClusterDomain); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--cluster-domain %q: %s", o.ClusterDomain, strings.Join(msgs, "; ")))
+	}
+	if o.CleanupImage == "" {
+		errs = append(errs, fmt.Errorf("--helper-image is required"))
+	}
+	if o.RolloutHaltAfter <= 0 {
+		errs = append(errs, fmt.Errorf("--rollout-halt-after must be positive, got %s", o.RolloutHaltAfter))
+	}
+	if o.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// Defaults of Options and names the controller uses.
+const (
+	// DefaultClusterDomain is the DNS domain of the cluster when
+	// Options.ClusterDomain is empty.
+	DefaultClusterDomain = "cluster.local"
+	// DefaultDataRoot is the host directory under which member data lives
+	// when Options.DataRoot is empty.
+	DefaultDataRoot = "/var/lib/flock"
+	// FieldManager is the field manager of every write of the controller.
+	FieldManager = "flock-controller"
+	// DefaultCleanupImage is the image of data-cleanup helper pods when
+	// Options.CleanupImage is empty.
+	DefaultCleanupImage = "busybox:1.36"
+	// DefaultRolloutHaltAfter is Options.RolloutHaltAfter when unset.
+	DefaultRolloutHaltAfter = 30 * time.Second
+)

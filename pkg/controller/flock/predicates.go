@@ -1,0 +1,179 @@
+// File predicates.go: predicates on pods and nodes: terminating, terminal, running and
+// ready, available after minReadySeconds, must be force-deleted, is (not)
+// the member it claims to be, shows a failure. Pure.
+
+package flock
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/pkg/placement"
+)
+
+// podReadyCondition returns the Ready condition of a pod, or nil.
+func podReadyCondition(pod *corev1.Pod) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == corev1.PodReady {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func isTerminating(pod *corev1.Pod) bool { return pod.DeletionTimestamp != nil }
+
+func isTerminal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
+}
+
+// isRunningAndReady: Running, Ready and not being deleted.
+func isRunningAndReady(pod *corev1.Pod) bool {
+	if pod.Status.Phase != corev1.PodRunning || isTerminating(pod) {
+		return false
+	}
+	c := podReadyCondition(pod)
+	return c != nil && c.Status == corev1.ConditionTrue
+}
+
+// availableAfter returns how long until a Running and Ready pod has been
+// Ready for minReadySeconds (<= 0: it is available), and false when the pod
+// is not Running and Ready.
+func availableAfter(pod *corev1.Pod, minReadySeconds int32, now time.Time) (time.Duration, bool) {
+	if !isRunningAndReady(pod) {
+		return 0, false
+	}
+	if minReadySeconds <= 0 {
+		return 0, true
+	}
+	since := podReadyCondition(pod).LastTransitionTime.Time
+	return since.Add(time.Duration(minReadySeconds) * time.Second).Sub(now), true
+}
+
+// isAvailable: Running and Ready for at least minReadySeconds.
+func isAvailable(pod *corev1.Pod, minReadySeconds int32, now time.Time) bool {
+	d, ok := availableAfter(pod, minReadySeconds, now)
+	return ok && d <= 0
+}
+
+// isControlledBy reports whether obj's controller is the Flock f (by UID).
+func isControlledBy(obj metav1.Object, f *v1alpha1.Flock) bool {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return ref != nil && ref.UID == f.UID
+}
+
+// mustForceDelete reports whether pod has to be deleted with grace period
+// 0: the node it is pinned to is gone, so no kubelet will ever confirm that
+// it stopped; or it belongs on memberNode ("" when it has no member) but is
+// pinned to another node that is not Ready, i.e. its member was reassigned
+// away from a lost node.
+func mustForceDelete(pod *corev1.Pod, memberNode string, nodes map[string]*corev1.Node) bool {
+	name := PinnedNode(pod)
+	if name == "" {
+		return false
+	}
+	node, ok := nodes[name]
+	if !ok {
+		return true
+	}
+	return memberNode != "" && name != memberNode && !placement.IsReady(node)
+}
+
+// labelsMatch reports whether pod carries the member labels of ordinal
+// (labels can be fixed in place, unlike the identity fields).
+func labelsMatch(f *v1alpha1.Flock, ordinal int32, pod *corev1.Pod) bool {
+	for k, v := range memberLabels(f, ordinal) {
+		if pod.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// identityMismatch says why pod cannot be member m of Flock f ("" when it
+// can): it must be pinned to m.Node, carry the member's hostname and
+// subdomain, and mount a hostPath volume named storage.volumeName. These
+// fields cannot change on a pod, so a mismatching pod has to be replaced.
+func identityMismatch(f *v1alpha1.Flock, m v1alpha1.FlockMember, pod *corev1.Pod) string {
+	if node := PinnedNode(pod); node != m.Node {
+		if node == "" {
+			return fmt.Sprintf("pod %s is not pinned to node %s", pod.Name, m.Node)
+		}
+		return fmt.Sprintf("pod %s is on node %s, but member %d is assigned to node %s", pod.Name, node, m.Ordinal, m.Node)
+	}
+	if pod.Spec.Hostname != pod.Name || pod.Spec.Subdomain != serviceNameOf(f) {
+		return fmt.Sprintf("pod %s has hostname %q and subdomain %q, want %q and %q",
+			pod.Name, pod.Spec.Hostname, pod.Spec.Subdomain, pod.Name, serviceNameOf(f))
+	}
+	volumeName := volumeNameOf(f)
+	if !slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == volumeName && v.HostPath != nil }) {
+		return fmt.Sprintf("pod %s has no hostPath volume %q", pod.Name, volumeName)
+	}
+	return ""
+}
+
+// failingWaitingReasons are container waiting reasons that show a
+// template cannot work: a rollout need not wait longer to call it halted.
+var failingWaitingReasons = map[string]bool{
+	"CrashLoopBackOff": true, "ErrImagePull": true, "ImagePullBackOff": true, "InvalidImageName": true,
+	"CreateContainerConfigError": true, "CreateContainerError": true, "RunContainerError": true,
+}
+
+// podFailure says how a pod shows that it cannot run ("" when it does not).
+func podFailure(pod *corev1.Pod) string {
+	if pod.Status.Phase == corev1.PodFailed {
+		msg := "it failed"
+		if pod.Status.Reason != "" {
+			msg += ": " + pod.Status.Reason
+		}
+		return msg
+	}
+	statuses := append(slices.Clone(pod.Status.InitContainerStatuses), pod.Status.ContainerStatuses...)
+	for _, cs := range statuses {
+		if w := cs.State.Waiting; w != nil && failingWaitingReasons[w.Reason] {
+			msg := fmt.Sprintf("container %s is in %s", cs.Name, w.Reason)
+			if w.Message != "" {
+				msg += ": " + w.Message
+			}
+			return msg
+		}
+	}
+	return ""
+}
+
+// helperFinishedAt returns when a terminated helper's container finished,
+// or its creation time when that is unknown.
+func helperFinishedAt(pod *corev1.Pod) time.Time {
+	var t time.Time
+	for _, cs := range pod.Status.ContainerStatuses {
+		if term := cs.State.Terminated; term != nil && term.FinishedAt.After(t) {
+			t = term.FinishedAt.Time
+		}
+	}
+	if t.IsZero() {
+		return pod.CreationTimestamp.Time
+	}
+	return t
+}
+
+// podFailureSummary says briefly why a terminated pod failed.
+func podFailureSummary(pod *corev1.Pod) string {
+	for _, cs := range pod.Status.ContainerStatuses {
+		if term := cs.State.Terminated; term != nil && term.ExitCode != 0 {
+			msg := fmt.Sprintf("exit code %d", term.ExitCode)
+			if term.Reason != "" {
+				msg += ", " + term.Reason
+			}
+			return msg
+		}
+	}
+	if pod.Status.Reason != "" {
+		return pod.Status.Reason
+	}
+	return "phase Failed"
+}
