@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
@@ -195,7 +196,7 @@ func NewMemberVolume(f *v1alpha1.Flock, m v1alpha1.FlockMember, hostname, dataRo
 			}},
 			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 			StorageClassName:              LocalStorageClassName,
-			VolumeMode:                    ptrTo(corev1.PersistentVolumeFilesystem),
+			VolumeMode:                    ptr.To(corev1.PersistentVolumeFilesystem),
 			ClaimRef: &corev1.ObjectReference{
 				APIVersion: "v1",
 				Kind:       "PersistentVolumeClaim",
@@ -233,9 +234,9 @@ func NewMemberClaim(f *v1alpha1.Flock, ordinal int32, volumeName string) *corev1
 		claim.Labels = make(map[string]string, 4)
 		claim.Spec = corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: ptrTo(LocalStorageClassName),
+			StorageClassName: ptr.To(LocalStorageClassName),
 			VolumeName:       volumeName,
-			VolumeMode:       ptrTo(corev1.PersistentVolumeFilesystem),
+			VolumeMode:       ptr.To(corev1.PersistentVolumeFilesystem),
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
 				corev1.ResourceStorage: storageSize(f),
 			}},
@@ -368,7 +369,7 @@ func NewHelperPod(f *v1alpha1.Flock, m v1alpha1.FlockMember, job, namespace, ima
 				SecurityContext: &corev1.SecurityContext{
 					RunAsUser:                &root,
 					AllowPrivilegeEscalation: &no,
-					ReadOnlyRootFilesystem:   ptrTo(true),
+					ReadOnlyRootFilesystem:   ptr.To(true),
 					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: caps},
 				},
 			}},

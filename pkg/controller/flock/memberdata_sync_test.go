@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
@@ -160,7 +161,7 @@ func (d *dataFixture) ensure(f *v1alpha1.Flock, m v1alpha1.FlockMember) dataStat
 func TestEnsureNodeLocalData(t *testing.T) {
 	d := newDataFixture(t)
 	fl := uidFlock("pg", 3)
-	fl.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptrTo(int64(999)), FSGroup: ptrTo(int64(999))}
+	fl.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: ptr.To(int64(999)), FSGroup: ptr.To(int64(999))}
 	m := v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}
 	pvName := PersistentVolumeName(fl.UID, 1)
 
@@ -296,7 +297,7 @@ func TestEnsureClaimTemplate(t *testing.T) {
 	fl.Spec.Storage.Size, fl.Spec.Storage.Mode = "", nil
 	fl.Spec.Storage.ClaimTemplate = &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
 		AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-		StorageClassName: ptrTo("fast"),
+		StorageClassName: ptr.To("fast"),
 		Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
 	}}
 	m := v1alpha1.FlockMember{Ordinal: 2, Node: "n-c"}

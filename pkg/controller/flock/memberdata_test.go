@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
@@ -141,7 +142,7 @@ func TestNewMemberClaim(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"tier": "db", "flock.dev/name": "spoof"}, Annotations: map[string]string{"a": "b"}},
 			Spec: corev1.PersistentVolumeClaimSpec{
 				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				StorageClassName: ptrTo("fast"),
+				StorageClassName: ptr.To("fast"),
 				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("3Gi")}},
 			},
 		}
@@ -212,12 +213,12 @@ func TestNewHelperPod(t *testing.T) {
 			wantScript: "chmod 770 /flock-data && chown 0:0 /flock-data", wantPath: "/srv/flock/" + testNamespace + "/pg-0b4f6a2e",
 			wantCaps: []corev1.Capability{"CHOWN", "FOWNER"}},
 		{name: "prepare with runAsUser and fsGroup", job: HelperPrepare,
-			sc:         &corev1.PodSecurityContext{RunAsUser: ptrTo(int64(999)), RunAsGroup: ptrTo(int64(5)), FSGroup: ptrTo(int64(2000))},
-			mode:       ptrTo(int32(0o750)),
+			sc:         &corev1.PodSecurityContext{RunAsUser: ptr.To(int64(999)), RunAsGroup: ptr.To(int64(5)), FSGroup: ptr.To(int64(2000))},
+			mode:       ptr.To(int32(0o750)),
 			wantScript: "chmod 750 /flock-data && chown 999:2000 /flock-data", wantPath: "/srv/flock/" + testNamespace + "/pg-0b4f6a2e",
 			wantCaps: []corev1.Capability{"CHOWN", "FOWNER"}},
 		{name: "prepare with runAsGroup only", job: HelperPrepare,
-			sc:         &corev1.PodSecurityContext{RunAsUser: ptrTo(int64(1000)), RunAsGroup: ptrTo(int64(1000))},
+			sc:         &corev1.PodSecurityContext{RunAsUser: ptr.To(int64(1000)), RunAsGroup: ptr.To(int64(1000))},
 			wantScript: "chmod 770 /flock-data && chown 1000:1000 /flock-data", wantPath: "/srv/flock/" + testNamespace + "/pg-0b4f6a2e",
 			wantCaps: []corev1.Capability{"CHOWN", "FOWNER"}},
 		{name: "cleanup removes the directory from its parent", job: HelperCleanup,

@@ -41,7 +41,7 @@ func fuzzFlockSpec(s *flock.FlockSpec, c randfill.Continue) {
 			s.Storage.Size = v1alpha1.DefaultStorageSize
 		}
 		if s.Storage.Mode == nil {
-			s.Storage.Mode = ptr(v1alpha1.DefaultStorageMode)
+			s.Storage.Mode = ptr.To(v1alpha1.DefaultStorageMode)
 		}
 	}
 	s.Storage.Retention.WhenDeleted = oneOf(c, flock.RetainRetentionPolicy, flock.DeleteRetentionPolicy)

@@ -42,7 +42,7 @@ func SetDefaults_FlockSpec(obj *FlockSpec) {
 			obj.Storage.Size = DefaultStorageSize
 		}
 		if obj.Storage.Mode == nil {
-			obj.Storage.Mode = ptr(DefaultStorageMode)
+			obj.Storage.Mode = ptr.To(DefaultStorageMode)
 		}
 	}
 	if obj.Storage.Retention.WhenDeleted == "" {

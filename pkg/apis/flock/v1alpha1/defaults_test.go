@@ -53,7 +53,7 @@ func defaulted() *v1alpha1.Flock {
 	f.Spec.Storage = v1alpha1.FlockStorage{
 		VolumeName: "data",
 		Size:       v1alpha1.DefaultStorageSize,
-		Mode:       ptrTo(v1alpha1.DefaultStorageMode),
+		Mode:       ptr.To(v1alpha1.DefaultStorageMode),
 		Retention: v1alpha1.RetentionPolicy{
 			WhenDeleted: v1alpha1.RetainRetentionPolicy,
 			WhenScaled:  v1alpha1.RetainRetentionPolicy,
@@ -81,7 +81,7 @@ func explicit() *v1alpha1.Flock {
 	f.Spec.Storage = v1alpha1.FlockStorage{
 		VolumeName: "store",
 		Size:       "10Gi",
-		Mode:       ptrTo(int32(0o700)),
+		Mode:       ptr.To(int32(0o700)),
 		Retention: v1alpha1.RetentionPolicy{
 			WhenDeleted: v1alpha1.DeleteRetentionPolicy,
 			WhenScaled:  v1alpha1.DeleteRetentionPolicy,

@@ -29,7 +29,7 @@ func validFlock() *flock.Flock {
 			Storage: flock.FlockStorage{
 				VolumeName: "data",
 				Size:       "1Gi",
-				Mode:       ptrTo(int32(0o770)),
+				Mode:       ptr.To(int32(0o770)),
 				Retention: flock.RetentionPolicy{
 					WhenDeleted: flock.RetainRetentionPolicy,
 					WhenScaled:  flock.RetainRetentionPolicy,
@@ -116,7 +116,7 @@ func useClaimTemplate(f *flock.Flock) {
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"tier": "db"}},
 		Spec: corev1.PersistentVolumeClaimSpec{
 			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			StorageClassName: ptrTo("fast"),
+			StorageClassName: ptr.To("fast"),
 			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
 				corev1.ResourceStorage: resource.MustParse("5Gi"),
 			}},
@@ -259,10 +259,10 @@ func TestValidateFlock(t *testing.T) {
 		{name: "size missing in node mode", mutate: func(f *flock.Flock) { f.Spec.Storage.Size = "" },
 			want: []wantErr{{field.ErrorTypeRequired, "spec.storage.size", "capacity of each member's PersistentVolume"}}},
 		{name: "mode unset is fine", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = nil }},
-		{name: "mode 0700", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = ptrTo(int32(0o700)) }},
-		{name: "mode with setuid bit", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = ptrTo(int32(0o4770)) },
+		{name: "mode 0700", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = ptr.To(int32(0o700)) }},
+		{name: "mode with setuid bit", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = ptr.To(int32(0o4770)) },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.storage.mode", "from 0 to 0777"}}},
-		{name: "mode negative", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = ptrTo(int32(-1)) },
+		{name: "mode negative", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = ptr.To(int32(-1)) },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.storage.mode", "from 0 to 0777"}}},
 		{name: "claim template", mutate: func(f *flock.Flock) { useClaimTemplate(f) }},
 		{name: "claim template with the default class", mutate: func(f *flock.Flock) {
@@ -271,7 +271,7 @@ func TestValidateFlock(t *testing.T) {
 		}},
 		{name: "both modes at once", mutate: func(f *flock.Flock) {
 			useClaimTemplate(f)
-			f.Spec.Storage.Size, f.Spec.Storage.Mode = "1Gi", ptrTo(int32(0o770))
+			f.Spec.Storage.Size, f.Spec.Storage.Mode = "1Gi", ptr.To(int32(0o770))
 		}, want: []wantErr{
 			{field.ErrorTypeForbidden, "spec.storage.size", "may not be set with spec.storage.claimTemplate"},
 			{field.ErrorTypeForbidden, "spec.storage.mode", "may not be set with spec.storage.claimTemplate"},
@@ -287,7 +287,7 @@ func TestValidateFlock(t *testing.T) {
 		{name: "claim template with empty class, a volume and a name", mutate: func(f *flock.Flock) {
 			useClaimTemplate(f)
 			f.Spec.Storage.ClaimTemplate.Name = "data"
-			f.Spec.Storage.ClaimTemplate.Spec.StorageClassName = ptrTo("")
+			f.Spec.Storage.ClaimTemplate.Spec.StorageClassName = ptr.To("")
 			f.Spec.Storage.ClaimTemplate.Spec.VolumeName = "pv-1"
 		}, want: []wantErr{
 			{field.ErrorTypeForbidden, "spec.storage.claimTemplate.metadata.name", "<spec.storage.volumeName>-<flock>-<ordinal>"},
@@ -586,7 +586,7 @@ func TestValidateFlockUpdate(t *testing.T) {
 		}, want: []wantErr{{field.ErrorTypeInvalid, "spec.storage.volumeName", "field is immutable"}}},
 		{name: "size changes", mutate: func(f *flock.Flock) { f.Spec.Storage.Size = "2Gi" },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.storage.size", "field is immutable"}}},
-		{name: "mode changes", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = ptrTo(int32(0o750)) }},
+		{name: "mode changes", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = ptr.To(int32(0o750)) }},
 		{name: "claimTemplate added", mutate: func(f *flock.Flock) { useClaimTemplate(f) }, want: []wantErr{
 			{field.ErrorTypeInvalid, "spec.storage.size", "field is immutable"},
 			{field.ErrorTypeInvalid, "spec.storage.claimTemplate", "field is immutable"},
@@ -629,11 +629,11 @@ func TestValidateFlockUpdate(t *testing.T) {
 		{name: "reserved selector key kept", mutateOld: func(f *flock.Flock) {
 			f.Spec.Selector.MatchLabels["flock.dev/name"] = "pg"
 			f.Spec.Template.Labels["flock.dev/name"] = "pg"
-		}, mutate: func(f *flock.Flock) { f.Spec.Replicas = ptrTo(int32(4)) }},
+		}, mutate: func(f *flock.Flock) { f.Spec.Replicas = ptr.To(int32(4)) }},
 		{name: "reserved template label added", mutate: func(f *flock.Flock) { f.Spec.Template.Labels["flock.dev/node"] = "n1" },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.template.metadata.labels[flock.dev/node]", "reserved"}}},
 		{name: "template finalizers kept", mutateOld: func(f *flock.Flock) { f.Spec.Template.Finalizers = []string{"example.com/keep"} },
-			mutate: func(f *flock.Flock) { f.Spec.Replicas = ptrTo(int32(4)) }},
+			mutate: func(f *flock.Flock) { f.Spec.Replicas = ptr.To(int32(4)) }},
 		{name: "template finalizers changed", mutateOld: func(f *flock.Flock) { f.Spec.Template.Finalizers = []string{"example.com/keep"} },
 			mutate: func(f *flock.Flock) { f.Spec.Template.Finalizers = []string{"example.com/other"} },
 			want:   []wantErr{{field.ErrorTypeForbidden, "spec.template.metadata.finalizers", "only labels and annotations"}}},
