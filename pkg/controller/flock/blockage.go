@@ -91,8 +91,8 @@ func unplacedBlockage(f *v1alpha1.Flock, ordinal int32, nodes map[string]*corev1
 // losses), cordoned or tainted, its pod is unschedulable, its pod name is
 // taken by a pod the Flock does not control, or it waits for the cleanup
 // of its data directory after a scale down.
-func (fc *defaultFlockControl) blockedMembers(f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMember, pods map[int32]*corev1.Pod,
-	nodes map[string]*corev1.Node, losses map[int32]nodeLoss) map[int32]blockage {
+func blockedMembers(s *snapshot, losses map[int32]nodeLoss) map[int32]blockage {
+	f, members, pods, nodes := s.flock, s.members, s.pods, s.nodes
 	blocked := map[int32]blockage{}
 	for ord := range replicasOf(f) {
 		m, ok := members[ord]
@@ -105,12 +105,12 @@ func (fc *defaultFlockControl) blockedMembers(f *v1alpha1.Flock, members map[int
 		pod := pods[ord]
 		if pod == nil {
 			name := PodName(f.Name, ord)
-			if other, err := fc.members.GetPod(f.Namespace, name); err == nil && !isControlledBy(other, f) {
+			if s.nameTaken[ord] {
 				blocked[ord] = blockage{ReasonPodNameTaken, fmt.Sprintf(
 					"member %d cannot start: pod %s exists and is not a pod of this Flock on node %s; delete it to let the member start", ord, name, m.Node)}
 				continue
 			}
-			if h, err := fc.members.GetPod(f.Namespace, CleanupPodName(f.Name, ord)); err == nil && f.DeletionTimestamp == nil {
+			if h := s.helpers[ord]; h != nil && f.DeletionTimestamp == nil {
 				blocked[ord] = blockage{ReasonDataCleanup, fmt.Sprintf(
 					"member %d waits for pod %s to finish removing its data directory on node %s", ord, h.Name, h.Spec.NodeName)}
 				continue

@@ -95,13 +95,9 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	}
 	deleting := f.DeletionTimestamp != nil
 	replicas := replicasOf(f)
-	nodeList, err := fc.nodeLister.List(labels.Everything())
+	s, err := fc.takeSnapshot(f, selector, pods, now)
 	if err != nil {
 		return Result{}, err
-	}
-	nodes := make(map[string]*corev1.Node, len(nodeList))
-	for _, n := range nodeList {
-		nodes[n.Name] = n
 	}
 	var result Result
 
@@ -111,6 +107,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		if f, err = fc.setFinalizer(ctx, f, wantsFinalizer(f)); err != nil {
 			return Result{}, err
 		}
+		s = s.withFlock(f)
 	}
 
 	// 1. Placement and recovery. No pod is created or adopted for a member
@@ -118,21 +115,19 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	// first.
 	var losses map[int32]nodeLoss
 	if !deleting {
-		f, err = fc.placeMembers(ctx, f, selector, pods, nodeList)
-		if err != nil {
+		if f, err = fc.placeMembers(ctx, s); err != nil {
 			return Result{}, err
 		}
-		var wait time.Duration
-		f, losses, wait, err = fc.recoverMembers(ctx, f, nodeList, nodes, now)
-		if err != nil {
+		s = s.withFlock(f)
+		var recovery recoveryPlan
+		if f, recovery, err = fc.recoverMembers(ctx, s); err != nil {
 			return Result{}, err
 		}
-		result.requeue(wait)
+		s = s.withFlock(f)
+		losses = recovery.losses
+		result.requeue(recovery.requeue)
 	}
-	members := make(map[int32]v1alpha1.FlockMember, len(f.Status.Members))
-	for _, m := range f.Status.Members {
-		members[m.Ordinal] = m
-	}
+	members, nodes := s.members, s.nodes
 
 	// 2. Adoption and release.
 	var errs []error
@@ -150,11 +145,8 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	if err != nil {
 		errs = append(errs, err)
 	}
-	podByOrdinal := make(map[int32]*corev1.Pod, len(owned))
-	for _, pod := range owned {
-		ord, _ := ParseOrdinal(f.Name, pod.Name)
-		podByOrdinal[ord] = pod
-	}
+	s = fc.adopted(s, owned)
+	podByOrdinal := s.pods
 
 	// 3. The template's revision.
 	plan, revisions, err := fc.syncRevisions(ctx, f, rm, podByOrdinal)
@@ -169,10 +161,10 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	}
 
 	// 5. Member pods and the rolling update.
-	blocked := fc.blockedMembers(f, members, podByOrdinal, nodes, losses)
+	blocked := blockedMembers(s, losses)
 	if !deleting {
 		changed := map[int32]bool{}
-		if err := fc.syncMembers(ctx, f, members, podByOrdinal, nodes, plan, changed, now); err != nil {
+		if err := fc.syncMembers(ctx, s, plan, changed); err != nil {
 			errs = append(errs, err)
 		}
 		if err := fc.rollingUpdate(ctx, f, podByOrdinal, plan, changed, nodes, now); err != nil {

@@ -11,8 +11,10 @@
 //     handlers, a typed rate-limited workqueue, workers and sync, which
 //     gathers a Flock and its candidate pods from the caches and hands them
 //     to a FlockControl.
-//   - control.go: FlockControl's Sync (defaultFlockControl), which runs the
-//     steps of one sync in order. The steps: member_placement.go (nodes of
+//   - control.go: FlockControl's Sync (defaultFlockControl), which reads one
+//     snapshot (snapshot.go) of what the sync needs and runs the steps of
+//     one sync in order. Decisions are pure functions of the snapshot
+//     (planPlacement, planRecovery, blockedMembers), executed by the steps: member_placement.go (nodes of
 //     new members), recovery.go (members on lost nodes: Wait or Reassign),
 //     service.go (the headless Service), rollout.go (template revisions as
 //     ControllerRevisions, the rolling update, revision history),

@@ -18,14 +18,22 @@ import (
 	"flock.dev/flock/pkg/placement"
 )
 
-// placeMembers records in status the node of every ordinal below replicas
-// that has none, and of every pod the Flock owns or could adopt that has
-// no member, and returns the Flock as written. Recorded members are never
-// changed. A pod that already sits on (or is pinned to) a free node keeps
-// that node, so an adopted member finds its data; other ordinals are placed
-// by placement.Assign, least-used nodes first, across all Flocks.
-func (fc *defaultFlockControl) placeMembers(ctx context.Context, f *v1alpha1.Flock, selector labels.Selector, pods []*corev1.Pod, nodes []*corev1.Node) (*v1alpha1.Flock, error) {
-	logger := klog.FromContext(ctx)
+// placementPlan is the outcome of planPlacement.
+type placementPlan struct {
+	// add are the new members: ordinal -> node.
+	add map[int32]string
+	// unplaced are ordinals below replicas no node could be found for.
+	unplaced []int32
+}
+
+// planPlacement decides the node of every ordinal below replicas that has
+// none, and of every pod the Flock owns or could adopt that has no member.
+// Recorded members are never changed. A pod that already sits on (or is
+// pinned to) a free node keeps that node, so an adopted member finds its
+// data; other ordinals are placed by placement.Assign, least-used nodes
+// first, across all Flocks.
+func planPlacement(s *snapshot) placementPlan {
+	f, selector, pods, nodes := s.flock, s.selector, s.candidates, s.nodeList
 	replicas := replicasOf(f)
 	existing := make(map[int32]string, len(f.Status.Members))
 	used := map[string]bool{}
@@ -34,6 +42,7 @@ func (fc *defaultFlockControl) placeMembers(ctx context.Context, f *v1alpha1.Flo
 		used[m.Node] = true
 	}
 	add := map[int32]string{}
+	plan := placementPlan{add: add}
 
 	// Pods first, in ordinal order, those the Flock controls before orphans.
 	sorted := slices.Clone(pods)
@@ -94,7 +103,7 @@ func (fc *defaultFlockControl) placeMembers(ctx context.Context, f *v1alpha1.Flo
 	if missing {
 		req := placement.RequirementFromFlock(f)
 		req.Replicas = top // so every recorded node, condemned members' too, counts as used
-		assigned, unplaced := placement.Assign(nodes, req, all, fc.usage(f))
+		assigned, unplaced := placement.Assign(nodes, req, all, s.usage())
 		for ord, node := range assigned {
 			if _, ok := all[ord]; ok || ord >= replicas || used[node] {
 				continue
@@ -102,9 +111,20 @@ func (fc *defaultFlockControl) placeMembers(ctx context.Context, f *v1alpha1.Flo
 			add[ord] = node
 			used[node] = true
 		}
-		if len(unplaced) > 0 {
-			logger.V(2).Info("Members cannot be placed", "ordinals", unplaced)
-		}
+		plan.unplaced = unplaced
+	}
+	return plan
+}
+
+// placeMembers records the members planPlacement decides in status and
+// returns the Flock as written.
+func (fc *defaultFlockControl) placeMembers(ctx context.Context, s *snapshot) (*v1alpha1.Flock, error) {
+	logger := klog.FromContext(ctx)
+	f := s.flock
+	plan := planPlacement(s)
+	add := plan.add
+	if len(plan.unplaced) > 0 {
+		logger.V(2).Info("Members cannot be placed", "ordinals", plan.unplaced)
 	}
 	if len(add) == 0 {
 		return f, nil
@@ -130,25 +150,6 @@ func (fc *defaultFlockControl) placeMembers(ctx context.Context, f *v1alpha1.Flo
 		fc.event(f, corev1.EventTypeNormal, "MemberPlaced", "member %d (pod %s) placed on node %s", ord, PodName(f.Name, ord), add[ord])
 	}
 	return updated, nil
-}
-
-// usage counts the members of all Flocks per node, with f's own members
-// taken from f (which may be newer than the cache).
-func (fc *defaultFlockControl) usage(f *v1alpha1.Flock) map[string]int {
-	usage := map[string]int{}
-	flocks, _ := fc.flockLister.List(labels.Everything())
-	for _, g := range flocks {
-		if g.UID == f.UID {
-			continue
-		}
-		for _, m := range g.Status.Members {
-			usage[m.Node]++
-		}
-	}
-	for _, m := range f.Status.Members {
-		usage[m.Node]++
-	}
-	return usage
 }
 
 // recordMembers adds the members in add (ordinal -> node) to status, except

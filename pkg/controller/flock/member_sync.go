@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,8 +24,8 @@ import (
 // time, once every remaining member is available. With Parallel it does
 // all at once. New pods get the revision plan.templateFor says. The
 // ordinals whose pods it creates or deletes are added to changed.
-func (fc *defaultFlockControl) syncMembers(ctx context.Context, f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMember, pods map[int32]*corev1.Pod,
-	nodes map[string]*corev1.Node, plan updatePlan, changed map[int32]bool, now time.Time) error {
+func (fc *defaultFlockControl) syncMembers(ctx context.Context, s *snapshot, plan updatePlan, changed map[int32]bool) error {
+	f, members, pods, nodes := s.flock, s.members, s.pods, s.nodes
 	logger := klog.FromContext(ctx)
 	replicas := replicasOf(f)
 	monotonic := f.Spec.PodManagementPolicy != v1alpha1.ParallelPodManagement
@@ -57,7 +56,7 @@ func (fc *defaultFlockControl) syncMembers(ctx context.Context, f *v1alpha1.Floc
 			}
 			continue
 		}
-		wait, err := fc.syncMember(ctx, f, members, pods[ord], ord, nodes, plan, changed, now)
+		wait, err := fc.syncMember(ctx, s, ord, plan, changed)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -100,8 +99,8 @@ func (fc *defaultFlockControl) syncMembers(ctx context.Context, f *v1alpha1.Floc
 // syncMember makes sure member ord has a healthy pod on its node. It
 // returns wait=true when an OrderedReady Flock must not go past this member
 // yet.
-func (fc *defaultFlockControl) syncMember(ctx context.Context, f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMember, pod *corev1.Pod, ord int32,
-	nodes map[string]*corev1.Node, plan updatePlan, changed map[int32]bool, now time.Time) (bool, error) {
+func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord int32, plan updatePlan, changed map[int32]bool) (bool, error) {
+	f, members, pod, nodes, now := s.flock, s.members, s.pods[ord], s.nodes, s.now
 	logger := klog.FromContext(ctx)
 	m, ok := members[ord]
 	if !ok {
@@ -109,10 +108,10 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, f *v1alpha1.Flock
 	}
 	name := PodName(f.Name, ord)
 	if pod == nil {
-		if other, err := fc.members.GetPod(f.Namespace, name); err == nil && !isControlledBy(other, f) {
+		if s.nameTaken[ord] {
 			return true, nil // the name is taken; reported as blocked
 		}
-		if _, err := fc.members.GetPod(f.Namespace, CleanupPodName(f.Name, ord)); err == nil {
+		if s.helpers[ord] != nil {
 			return true, nil // scaled back up while its data is removed; reported as blocked
 		}
 		tmpl, revision := plan.templateFor(f, ord)

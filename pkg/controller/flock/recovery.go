@@ -63,21 +63,38 @@ type nodeLoss struct {
 	Note string
 }
 
-// recoverMembers applies spec.memberRecovery to the members (ordinals
-// below replicas) whose node is lost, and returns the Flock as written, what
-// it knows about each such member, and when to look again.
+// memberMove is a member moving off a lost node.
+type memberMove struct {
+	from, to string
+	// note is the member's status message from now on.
+	note string
+}
+
+// recoveryPlan is the outcome of planRecovery.
+type recoveryPlan struct {
+	// moves are the members to reassign, by ordinal.
+	moves map[int32]memberMove
+	// losses say, for each member left on a lost node, since when and what
+	// memberRecovery does about it.
+	losses map[int32]nodeLoss
+	// requeue, when positive, is when a member is due to be reassigned.
+	requeue time.Duration
+}
+
+// planRecovery applies spec.memberRecovery to the members (ordinals below
+// replicas) whose node is lost.
 //
 // With Wait nothing moves. With Reassign, once the node has been NotReady
 // or gone for afterSeconds, the member moves to an eligible, Ready node
 // that no member of the Flock uses, chosen like a new member's
 // (placement.Assign: least used across Flocks). The new node is recorded in
-// status first; the old pod is then replaced by syncMember (force-deleted,
-// as its node is lost), and the new pod starts with a fresh data directory.
-// Without a free node the member waits and says so. A member named by
-// spec.placement.nodes is never moved. A node that comes back gets nothing
-// back: the member's recorded node is the new one.
-func (fc *defaultFlockControl) recoverMembers(ctx context.Context, f *v1alpha1.Flock, nodeList []*corev1.Node, nodes map[string]*corev1.Node, now time.Time) (*v1alpha1.Flock, map[int32]nodeLoss, time.Duration, error) {
-	logger := klog.FromContext(ctx)
+// status first (recoverMembers); the old pod is then replaced by syncMember
+// (force-deleted, as its node is lost), and the new pod starts with a fresh
+// data directory. Without a free node the member waits and says so. A
+// member named by spec.placement.nodes is never moved. A node that comes
+// back gets nothing back: the member's recorded node is the new one.
+func planRecovery(s *snapshot) recoveryPlan {
+	f, now := s.flock, s.now
 	replicas := replicasOf(f)
 	rec := f.Spec.MemberRecovery
 	reassign := rec.Policy == v1alpha1.ReassignMemberRecovery && rec.AfterSeconds != nil
@@ -86,10 +103,7 @@ func (fc *defaultFlockControl) recoverMembers(ctx context.Context, f *v1alpha1.F
 		after = time.Duration(*rec.AfterSeconds) * time.Second
 	}
 
-	losses := map[int32]nodeLoss{}
-	var requeue time.Duration
-	type move struct{ from, to string }
-	moves := map[int32]move{}
+	plan := recoveryPlan{moves: map[int32]memberMove{}, losses: map[int32]nodeLoss{}}
 	taken := map[string]bool{}
 	existing := map[int32]string{}
 	top := replicas
@@ -98,19 +112,14 @@ func (fc *defaultFlockControl) recoverMembers(ctx context.Context, f *v1alpha1.F
 		existing[m.Ordinal] = m.Node
 		top = max(top, m.Ordinal+1)
 	}
-	var candidates []*corev1.Node
-	for _, n := range nodeList {
-		if placement.IsReady(n) {
-			candidates = append(candidates, n)
-		}
-	}
-	usage := fc.usage(f)
+	candidates := s.readyNodes()
+	usage := s.usage()
 
-	for _, m := range sortedMembers(membersByOrdinal(f.Status.Members)) {
+	for _, m := range sortedMembers(s.members) {
 		if m.Ordinal >= replicas {
 			continue
 		}
-		since, lost := fc.lost.lostSince(m.Node, nodes[m.Node], now)
+		since, lost := s.lostSince[m.Node]
 		if !lost {
 			continue
 		}
@@ -123,8 +132,8 @@ func (fc *defaultFlockControl) recoverMembers(ctx context.Context, f *v1alpha1.F
 			loss.Note = fmt.Sprintf("it is not reassigned: spec.placement.nodes[%d] names that node", m.Ordinal)
 		case now.Before(deadline):
 			loss.Note = fmt.Sprintf("memberRecovery Reassign moves it to another node at %s", formatTime(deadline))
-			if d := deadline.Sub(now); requeue == 0 || d < requeue {
-				requeue = d
+			if d := deadline.Sub(now); plan.requeue == 0 || d < plan.requeue {
+				plan.requeue = d
 			}
 		default:
 			others := make(map[int32]string, len(existing))
@@ -141,27 +150,32 @@ func (fc *defaultFlockControl) recoverMembers(ctx context.Context, f *v1alpha1.F
 				loss.Note = "memberRecovery Reassign cannot move it yet: no other eligible Ready node is free of this Flock's members"
 				break
 			}
-			moves[m.Ordinal] = move{from: m.Node, to: to}
+			state := "NotReady"
+			if s.nodes[m.Node] == nil {
+				state = "gone"
+			}
+			plan.moves[m.Ordinal] = memberMove{from: m.Node, to: to, note: fmt.Sprintf(
+				"%s%s (%s since %s) to node %s at %s; its data directory there started empty",
+				reassignNotePrefix, m.Node, state, formatTime(since), to, formatTime(now))}
 			taken[to] = true
 			existing[m.Ordinal] = to
 			usage[to]++
 			continue
 		}
-		losses[m.Ordinal] = loss
+		plan.losses[m.Ordinal] = loss
 	}
-	if len(moves) == 0 {
-		return f, losses, requeue, nil
-	}
+	return plan
+}
 
-	notes := map[int32]string{}
-	for ord, mv := range moves {
-		since, _ := fc.lost.lostSince(mv.from, nodes[mv.from], now)
-		state := "NotReady"
-		if nodes[mv.from] == nil {
-			state = "gone"
-		}
-		notes[ord] = fmt.Sprintf("%s%s (%s since %s) to node %s at %s; its data directory there started empty",
-			reassignNotePrefix, mv.from, state, formatTime(since), mv.to, formatTime(now))
+// recoverMembers records the moves planRecovery decides in status, and
+// returns the Flock as written and the plan.
+func (fc *defaultFlockControl) recoverMembers(ctx context.Context, s *snapshot) (*v1alpha1.Flock, recoveryPlan, error) {
+	logger := klog.FromContext(ctx)
+	f := s.flock
+	plan := planRecovery(s)
+	moves := plan.moves
+	if len(moves) == 0 {
+		return f, plan, nil
 	}
 	var moved []int32
 	updated, err := fc.status.UpdateStatus(ctx, f, func(st *v1alpha1.FlockStatus) {
@@ -180,20 +194,20 @@ func (fc *defaultFlockControl) recoverMembers(ctx context.Context, f *v1alpha1.F
 			m.Node = mv.to
 			m.Ready = false
 			m.Revision = ""
-			m.Message = notes[m.Ordinal]
+			m.Message = mv.note
 			moved = append(moved, m.Ordinal)
 		}
 	})
 	if err != nil {
 		fc.event(f, corev1.EventTypeWarning, "FailedReassign", "recording the new nodes of members on lost nodes failed: %v", err)
-		return nil, nil, 0, fmt.Errorf("recording reassigned members: %w", err)
+		return nil, recoveryPlan{}, fmt.Errorf("recording reassigned members: %w", err)
 	}
 	for _, ord := range moved {
 		mv := moves[ord]
 		logger.Info("Reassigned member to another node", "ordinal", ord, "from", mv.from, "to", mv.to)
 		fc.event(f, corev1.EventTypeWarning, "MemberReassigned",
 			"member %d (pod %s) moved from node %s to node %s (memberRecovery Reassign after %ds); it starts there with an empty data directory",
-			ord, PodName(f.Name, ord), mv.from, mv.to, *rec.AfterSeconds)
+			ord, PodName(f.Name, ord), mv.from, mv.to, *f.Spec.MemberRecovery.AfterSeconds)
 	}
-	return updated, losses, requeue, nil
+	return updated, plan, nil
 }

@@ -1,0 +1,160 @@
+// File snapshot.go: the snapshot of one sync: everything the decisions
+// need, read from the caches once at the start of Sync, and never modified
+// (a write makes a new snapshot with withFlock or withPods).
+
+package flock
+
+import (
+	"maps"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/pkg/placement"
+)
+
+// snapshot is what one sync knows. Decisions (planPlacement, planRecovery,
+// blockedMembers, ...) are pure functions of it; tests build one by hand.
+type snapshot struct {
+	// flock is the Flock as last read or written in this sync.
+	flock *v1alpha1.Flock
+	// now is when the sync started.
+	now time.Time
+	// selector is spec.selector, parsed (never empty).
+	selector labels.Selector
+	// candidates are the pods the Flock controls and the orphans its
+	// selector matches, from the cache (read-only).
+	candidates []*corev1.Pod
+
+	// members are the recorded members of flock, by ordinal.
+	members map[int32]v1alpha1.FlockMember
+	// pods are the pods the Flock owns after adoption, by ordinal (nil
+	// before withPods).
+	pods map[int32]*corev1.Pod
+
+	// nodeList are the cluster's nodes; nodes the same, by name.
+	nodeList []*corev1.Node
+	nodes    map[string]*corev1.Node
+	// otherUsage counts the members of the other Flocks per node.
+	otherUsage map[string]int
+	// lostSince says since when each lost node (NotReady, or gone while a
+	// member is recorded on it) has been lost; Ready nodes are absent.
+	lostSince map[string]time.Time
+
+	// nameTaken are ordinals below replicas without a pod of the Flock
+	// whose pod name is taken by a pod the Flock does not control (set by
+	// adopted).
+	nameTaken map[int32]bool
+	// helpers are the data-cleanup helper pods of ordinals below replicas
+	// without a pod of the Flock, by ordinal (set by adopted).
+	helpers map[int32]*corev1.Pod
+}
+
+// withFlock returns a copy of s for f as written by this sync.
+func (s *snapshot) withFlock(f *v1alpha1.Flock) *snapshot {
+	n := *s
+	n.flock = f
+	n.members = membersByOrdinal(f.Status.Members)
+	return &n
+}
+
+// withPods returns a copy of s with the pods the Flock owns after adoption.
+func (s *snapshot) withPods(owned []*corev1.Pod) *snapshot {
+	n := *s
+	n.pods = make(map[int32]*corev1.Pod, len(owned))
+	for _, pod := range owned {
+		ord, _ := ParseOrdinal(s.flock.Name, pod.Name)
+		n.pods[ord] = pod
+	}
+	return &n
+}
+
+// deleting reports whether the Flock is being deleted.
+func (s *snapshot) deleting() bool { return s.flock.DeletionTimestamp != nil }
+
+// usage counts the members of all Flocks per node, the Flock's own from
+// s.flock (which may be newer than the cache).
+func (s *snapshot) usage() map[string]int {
+	usage := maps.Clone(s.otherUsage)
+	if usage == nil {
+		usage = map[string]int{}
+	}
+	for _, m := range s.flock.Status.Members {
+		usage[m.Node]++
+	}
+	return usage
+}
+
+// readyNodes returns the nodes whose Ready condition is True.
+func (s *snapshot) readyNodes() []*corev1.Node {
+	var ready []*corev1.Node
+	for _, n := range s.nodeList {
+		if placement.IsReady(n) {
+			ready = append(ready, n)
+		}
+	}
+	return ready
+}
+
+// takeSnapshot reads what a sync of f needs from the caches. pods are the
+// candidate pods the loop found.
+func (fc *defaultFlockControl) takeSnapshot(f *v1alpha1.Flock, selector labels.Selector, pods []*corev1.Pod, now time.Time) (*snapshot, error) {
+	nodeList, err := fc.nodeLister.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	s := &snapshot{
+		flock: f, now: now, selector: selector, candidates: pods,
+		members:    membersByOrdinal(f.Status.Members),
+		nodeList:   nodeList,
+		nodes:      make(map[string]*corev1.Node, len(nodeList)),
+		otherUsage: map[string]int{},
+		lostSince:  map[string]time.Time{},
+	}
+	for _, n := range nodeList {
+		s.nodes[n.Name] = n
+		if since, lost := fc.lost.lostSince(n.Name, n, now); lost {
+			s.lostSince[n.Name] = since
+		}
+	}
+	for _, m := range f.Status.Members {
+		if _, ok := s.nodes[m.Node]; !ok {
+			since, _ := fc.lost.lostSince(m.Node, nil, now)
+			s.lostSince[m.Node] = since
+		}
+	}
+	flocks, _ := fc.flockLister.List(labels.Everything())
+	for _, g := range flocks {
+		if g.UID == f.UID {
+			continue
+		}
+		for _, m := range g.Status.Members {
+			s.otherUsage[m.Node]++
+		}
+	}
+	return s, nil
+}
+
+// adopted returns a copy of s with the pods the Flock owns after adoption
+// and release, and what stands in the way of creating the missing ones:
+// pod names taken by pods the Flock does not control (read after the
+// release, which may have just made one), and data-cleanup helpers.
+func (fc *defaultFlockControl) adopted(s *snapshot, owned []*corev1.Pod) *snapshot {
+	n := s.withPods(owned)
+	f := s.flock
+	n.nameTaken, n.helpers = map[int32]bool{}, map[int32]*corev1.Pod{}
+	for ord := range replicasOf(f) {
+		if n.pods[ord] != nil {
+			continue
+		}
+		if other, err := fc.members.GetPod(f.Namespace, PodName(f.Name, ord)); err == nil && !isControlledBy(other, f) {
+			n.nameTaken[ord] = true
+		}
+		if h, err := fc.members.GetPod(f.Namespace, CleanupPodName(f.Name, ord)); err == nil {
+			n.helpers[ord] = h
+		}
+	}
+	return n
+}
