@@ -236,12 +236,8 @@ func computeStatus(in statusInput) (v1alpha1.FlockStatus, map[MemberState]int) {
 		setCondition(&status, v1alpha1.FlockProgressing, metav1.ConditionFalse, ReasonComplete, msg, gen, now)
 	}
 	if len(blocked) > 0 {
-		msgs := make([]string, 0, len(blocked))
-		for _, ord := range blocked {
-			msgs = append(msgs, in.Blocked[ord].Message)
-		}
 		setCondition(&status, v1alpha1.FlockMembersBlocked, metav1.ConditionTrue, in.Blocked[blocked[0]].Reason,
-			strings.Join(msgs, "; "), gen, now)
+			blockedMessage(in.Blocked, blocked), gen, now)
 	} else {
 		setCondition(&status, v1alpha1.FlockMembersBlocked, metav1.ConditionFalse, ReasonNoneBlocked, "no member is blocked", gen, now)
 	}
@@ -280,14 +276,6 @@ func hasMembersAbove(members map[int32]v1alpha1.FlockMember, replicas int32) boo
 		}
 	}
 	return false
-}
-
-// setCondition sets a condition, keeping its transition time unless its
-// status changes.
-func setCondition(status *v1alpha1.FlockStatus, typ string, s metav1.ConditionStatus, reason, message string, gen int64, now metav1.Time) {
-	meta.SetStatusCondition(&status.Conditions, metav1.Condition{
-		Type: typ, Status: s, Reason: reason, Message: message, ObservedGeneration: gen, LastTransitionTime: now,
-	})
 }
 
 // mergeStatus writes desired onto current, a status that may be newer than
