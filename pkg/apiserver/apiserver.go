@@ -73,8 +73,9 @@ type ExtraConfig struct {
 	// FlockInformers are informers on flock-apiserver itself (through the
 	// loopback client), shared by admission and the controller.
 	FlockInformers flockinformers.SharedInformerFactory
-	// CoreClientConfig reaches the core cluster (nil when standalone).
-	CoreClientConfig *rest.Config
+	// ControllerClientConfig reaches the core cluster as the controller, the
+	// identity that creates member pods (nil when standalone).
+	ControllerClientConfig *rest.Config
 	// Controller configures the embedded Flock controller.
 	Controller ControllerConfig
 }
@@ -144,7 +145,7 @@ func (c completedConfig) New() (*FlockServer, error) {
 	}
 	if c.ExtraConfig.Controller.Enabled {
 		ctx := context.Background()
-		ec, err := newEmbeddedController(ctx, c.ExtraConfig.Controller, c.ExtraConfig.CoreClientConfig,
+		ec, err := newEmbeddedController(ctx, c.ExtraConfig.Controller, c.ExtraConfig.ControllerClientConfig,
 			c.GenericConfig.LoopbackClientConfig, core, flocks)
 		if err != nil {
 			return nil, err

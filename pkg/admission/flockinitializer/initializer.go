@@ -1,11 +1,13 @@
 // Package flockinitializer hands flock-apiserver's admission plugins the
 // informer factories they read from: the core cluster's (nodes) and the Flock
-// API's own (flocks, through the loopback client).
+// API's own (flocks, through the loopback client); and the client of the
+// identity that creates member pods.
 package flockinitializer
 
 import (
 	"k8s.io/apiserver/pkg/admission"
 	kubeinformers "k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 
 	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
 )
@@ -24,13 +26,21 @@ type WantsFlockInformerFactory interface {
 	admission.InitializationValidator
 }
 
+// WantsMemberPodClient is implemented by plugins that act on the core
+// cluster as the identity that creates member pods (the controller's).
+type WantsMemberPodClient interface {
+	SetMemberPodClient(kubernetes.Interface)
+	admission.InitializationValidator
+}
+
 // Initializer hands informer factories to the plugins that want them. The
 // plugins register their informers with the factories while being
 // initialized, so the factories must be started afterwards (from a post-start
 // hook).
 type Initializer struct {
-	kube   kubeinformers.SharedInformerFactory
-	flocks flockinformers.SharedInformerFactory
+	kube       kubeinformers.SharedInformerFactory
+	flocks     flockinformers.SharedInformerFactory
+	memberPods kubernetes.Interface
 }
 
 var _ admission.PluginInitializer = &Initializer{}
@@ -42,6 +52,13 @@ func New(kube kubeinformers.SharedInformerFactory, flocks flockinformers.SharedI
 	return &Initializer{kube: kube, flocks: flocks}
 }
 
+// WithMemberPodClient also hands out memberPods, the client of the identity
+// that creates member pods. A nil client is not handed out.
+func (i *Initializer) WithMemberPodClient(memberPods kubernetes.Interface) *Initializer {
+	i.memberPods = memberPods
+	return i
+}
+
 // Initialize gives plugin the factories it wants.
 func (i *Initializer) Initialize(plugin admission.Interface) {
 	if wants, ok := plugin.(WantsKubeInformerFactory); ok && i.kube != nil {
@@ -49,5 +66,8 @@ func (i *Initializer) Initialize(plugin admission.Interface) {
 	}
 	if wants, ok := plugin.(WantsFlockInformerFactory); ok && i.flocks != nil {
 		wants.SetFlockInformerFactory(i.flocks)
+	}
+	if wants, ok := plugin.(WantsMemberPodClient); ok && i.memberPods != nil {
+		wants.SetMemberPodClient(i.memberPods)
 	}
 }

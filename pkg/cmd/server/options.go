@@ -24,6 +24,7 @@ import (
 	logsapi "k8s.io/component-base/logs/api/v1"
 
 	"flock.dev/flock/pkg/admission/plugin/capacity"
+	"flock.dev/flock/pkg/admission/plugin/memberdryrun"
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/pkg/apiserver"
 )
@@ -70,6 +71,10 @@ type Options struct {
 	// RolloutHaltAfter is how long a new-revision pod may stay not Ready
 	// before a rolling update is reported halted.
 	RolloutHaltAfter time.Duration
+	// ControllerKubeconfig is the kubeconfig of the identity that creates
+	// member pods: the embedded controller and the admission dry-run of the
+	// member pod. Empty: the server's own (--kubeconfig or in-cluster).
+	ControllerKubeconfig string
 	// Standalone serves without any core cluster: no delegated authentication
 	// or authorization, no admission, no controller. FOR TESTS ONLY.
 	Standalone bool
@@ -120,7 +125,11 @@ func NewOptions() *Options {
 		Logs:             logs.NewOptions(),
 	}
 	capacity.Register(o.RecommendedOptions.Admission.Plugins)
-	o.RecommendedOptions.Admission.RecommendedPluginOrder = append(o.RecommendedOptions.Admission.RecommendedPluginOrder, capacity.PluginName)
+	memberdryrun.Register(o.RecommendedOptions.Admission.Plugins)
+	// The dry-run goes last: a Flock refused for its own reasons costs no
+	// request to kube-apiserver.
+	o.RecommendedOptions.Admission.RecommendedPluginOrder = append(o.RecommendedOptions.Admission.RecommendedPluginOrder,
+		capacity.PluginName, memberdryrun.PluginName)
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
 		v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: v1alpha1.GroupName})
 	// Flocks are served from flock-apiserver's own etcd: never from
@@ -155,6 +164,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs = fss.FlagSet("controller")
 	fs.StringSliceVar(&o.Controllers, "controllers", o.Controllers,
 		"Embedded controllers to run: '*' runs all, 'foo' enables foo, '-foo' disables foo. Known: flock.")
+	fs.StringVar(&o.ControllerKubeconfig, "controller-kubeconfig", o.ControllerKubeconfig,
+		"Kubeconfig of the identity that creates member pods in the core cluster: the embedded controller, and the dry-run of each Flock's member pod at admission. Give the controller its own ServiceAccount; empty uses the server's own --kubeconfig (or in-cluster) identity.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of Flocks synced concurrently.")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second of the controller's client of the core cluster.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of the controller's client of the core cluster.")
@@ -211,6 +222,11 @@ func (o *Options) Validate() error {
 	// The controller's own rule, checked before anything (the embedded etcd
 	// first) starts.
 	errs = append(errs, o.controllerOptions().Validate())
+	if o.Standalone {
+		if ip := o.RecommendedOptions.SecureServing.BindAddress; ip == nil || !ip.IsLoopback() {
+			errs = append(errs, fmt.Errorf("--insecure-standalone-for-tests allows every request: it needs --bind-address on loopback (127.0.0.1 or ::1), got %v", ip))
+		}
+	}
 	for _, c := range o.Controllers {
 		if name := strings.TrimPrefix(c, "-"); c != "*" && name != ControllerFlock {
 			errs = append(errs, fmt.Errorf("--controllers: unknown controller %q (known: %s)", c, ControllerFlock))

@@ -9,6 +9,9 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
 	"k8s.io/component-base/logs"
@@ -82,17 +85,33 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	cfg.OpenAPIV3Config.Info.Title = "Flock"
 	cfg.OpenAPIV3Config.Info.Version = "v1alpha1"
 
-	var flockInformers flockinformers.SharedInformerFactory
+	var (
+		flockInformers   flockinformers.SharedInformerFactory
+		controllerConfig *rest.Config
+	)
 	o.RecommendedOptions.ExtraAdmissionInitializers = func(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
 		client, err := versioned.NewForConfig(c.LoopbackClientConfig)
 		if err != nil {
 			return nil, err
 		}
 		flockInformers = flockinformers.NewSharedInformerFactory(client, 0)
-		return []admission.PluginInitializer{flockinitializer.New(c.SharedInformerFactory, flockInformers)}, nil
+		if controllerConfig, err = o.controllerClientConfig(c.ClientConfig); err != nil {
+			return nil, err
+		}
+		memberPods, err := memberPodClient(controllerConfig)
+		if err != nil {
+			return nil, err
+		}
+		return []admission.PluginInitializer{flockinitializer.New(c.SharedInformerFactory, flockInformers).WithMemberPodClient(memberPods)}, nil
 	}
 	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
 		return nil, err
+	}
+	if controllerConfig == nil && cfg.ClientConfig != nil {
+		var err error
+		if controllerConfig, err = o.controllerClientConfig(cfg.ClientConfig); err != nil {
+			return nil, err
+		}
 	}
 	if flockInformers == nil {
 		// No admission (standalone): the controller, if any, still needs Flock informers.
@@ -105,9 +124,9 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	return &apiserver.Config{
 		GenericConfig: cfg,
 		ExtraConfig: apiserver.ExtraConfig{
-			Validation:       validation.Options{AllowHostAccess: o.AllowHostAccess},
-			FlockInformers:   flockInformers,
-			CoreClientConfig: cfg.ClientConfig,
+			Validation:             validation.Options{AllowHostAccess: o.AllowHostAccess},
+			FlockInformers:         flockInformers,
+			ControllerClientConfig: controllerConfig,
 			Controller: apiserver.ControllerConfig{
 				Enabled:        o.ControllerEnabled(ControllerFlock),
 				Options:        o.controllerOptions(),
@@ -117,6 +136,35 @@ func (o *Options) Config() (*apiserver.Config, error) {
 			},
 		},
 	}, nil
+}
+
+// controllerClientConfig returns the configuration of the identity that
+// creates member pods: --controller-kubeconfig, else server (the server's own
+// core-cluster configuration, nil when standalone).
+func (o *Options) controllerClientConfig(server *rest.Config) (*rest.Config, error) {
+	if o.ControllerKubeconfig == "" {
+		return server, nil
+	}
+	c, err := clientcmd.BuildConfigFromFlags("", o.ControllerKubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--controller-kubeconfig: %w", err)
+	}
+	return c, nil
+}
+
+// memberPodClient returns the client admission dry-runs member pods with
+// (nil when there is no core cluster). Its rate limit is its own, apart from
+// the controller's.
+func memberPodClient(controller *rest.Config) (kubernetes.Interface, error) {
+	if controller == nil {
+		return nil, nil
+	}
+	c := rest.CopyConfig(controller)
+	c.UserAgent = "flock-apiserver/member-dry-run"
+	c.QPS, c.Burst = 50, 100
+	// Warnings go back to the Flock's client, not to the server's log.
+	c.WarningHandler = rest.NoWarnings{}
+	return kubernetes.NewForConfig(c)
 }
 
 // Run starts the embedded etcd member (unless --etcd-servers is set), then

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"flock.dev/flock/pkg/admission/admissionerrors"
 	"flock.dev/flock/pkg/admission/flockinitializer"
 	"flock.dev/flock/pkg/apis/flock"
 	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
@@ -170,7 +171,7 @@ func (p *Plugin) flockRequirement(a admission.Attributes) (placement.Requirement
 			return placement.Requirement{}, nil
 		}
 	}
-	if err := p.ready(a, r); err != nil {
+	if err := p.ready(r); err != nil {
 		return placement.Requirement{}, err
 	}
 	return r, nil
@@ -191,7 +192,7 @@ func (p *Plugin) scaleRequirement(ctx context.Context, a admission.Attributes) (
 	if scale.Spec.Replicas <= 0 {
 		return placement.Requirement{}, nil
 	}
-	if err := p.ready(a, placement.Requirement{Replicas: scale.Spec.Replicas}); err != nil {
+	if err := p.ready(placement.Requirement{Replicas: scale.Spec.Replicas}); err != nil {
 		return placement.Requirement{}, err
 	}
 	f, err := p.flocks.Flocks(a.GetNamespace()).Get(a.GetName())
@@ -206,8 +207,8 @@ func (p *Plugin) scaleRequirement(ctx context.Context, a admission.Attributes) (
 	if apierrors.IsNotFound(err) {
 		// The Flock exists (its Scale is being updated) but the informer has
 		// not seen it yet: refuse rather than guess its placement.
-		return placement.Requirement{}, admission.NewForbidden(a,
-			fmt.Errorf("cannot check capacity yet: flock %s/%s is not yet in the admission cache, retry", a.GetNamespace(), a.GetName()))
+		return placement.Requirement{}, admissionerrors.ServiceUnavailable(
+			fmt.Sprintf("%s: cannot check capacity yet: flock %s/%s is not yet in the admission cache; retry", PluginName, a.GetNamespace(), a.GetName()))
 	}
 	if err != nil {
 		return placement.Requirement{}, apierrors.NewInternalError(err)
@@ -217,13 +218,14 @@ func (p *Plugin) scaleRequirement(ctx context.Context, a admission.Attributes) (
 	return r, nil
 }
 
-// ready waits for the informers, and refuses the request when they are not
-// synced in time. Requests that ask for no node never wait.
-func (p *Plugin) ready(a admission.Attributes, r placement.Requirement) error {
+// ready waits for the informers, and answers 503 with Retry-After (never a
+// refusal) when they are not synced in time. Requests that ask for no node
+// never wait.
+func (p *Plugin) ready(r placement.Requirement) error {
 	if r.Replicas <= 0 || p.WaitForReady() {
 		return nil
 	}
-	return admission.NewForbidden(a, fmt.Errorf("%s: not yet ready to handle requests: the node and flock caches have not synced", PluginName))
+	return admissionerrors.ServiceUnavailable(fmt.Sprintf("%s: not yet ready to handle requests: the node and flock caches have not synced; retry", PluginName))
 }
 
 // RequirementFromInternal returns the Requirement of an internal Flock, as

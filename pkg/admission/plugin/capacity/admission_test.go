@@ -238,8 +238,10 @@ func TestValidate(t *testing.T) {
 		{name: "scale down after nodes vanished, flock not even cached", nodes: nil, req: scaleTo("pg", 3, 1)},
 		{name: "scale up of a flock the cache has not seen", nodes: three, req: scaleTo("pg", 1, 2),
 			wantErr: "not yet in the admission cache", check: func(t *testing.T, err error) {
-				if !apierrors.IsForbidden(err) {
-					t.Errorf("want Forbidden, got %v", err)
+				// Not a refusal: 503 with Retry-After, so clients retry.
+				var se apierrors.APIStatus
+				if !apierrors.IsServiceUnavailable(err) || !errors.As(err, &se) || se.Status().Details == nil || se.Status().Details.RetryAfterSeconds <= 0 {
+					t.Errorf("want ServiceUnavailable with Retry-After, got %#v", err)
 				}
 			}},
 		{name: "fits but a counted node is NotReady: warning", nodes: []*corev1.Node{node("n-a"), node("n-b", notReady)},
