@@ -146,7 +146,7 @@ func (c completedConfig) New() (*FlockServer, error) {
 	if c.ExtraConfig.Controller.Enabled {
 		ctx := context.Background()
 		ec, err := newEmbeddedController(ctx, c.ExtraConfig.Controller, c.ExtraConfig.ControllerClientConfig,
-			c.GenericConfig.LoopbackClientConfig, core, flocks)
+			c.GenericConfig.LoopbackClientConfig, flocks)
 		if err != nil {
 			return nil, err
 		}
@@ -154,9 +154,9 @@ func (c completedConfig) New() (*FlockServer, error) {
 			return nil, err
 		}
 		generic.AddPostStartHookOrDie("start-flock-controller", func(ctx genericapiserver.PostStartHookContext) error {
-			// The controller added informers after the generic server's
-			// hook may have started the factories: start the new ones.
-			core.Start(ctx.Done())
+			// The controller added Flock informers after the hook above
+			// may have started the factory: start the new ones. Its own
+			// informers on the core cluster start with it.
 			flocks.Start(ctx.Done())
 			return ec.start(ctx)
 		})

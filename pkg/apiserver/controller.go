@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -44,15 +45,24 @@ type embeddedController struct {
 	config     ControllerConfig
 	controller *flockcontroller.Controller
 	kubeClient kubernetes.Interface
-	recorder   record.EventRecorder
-	broadcast  record.EventBroadcaster
+	// informers are the controller's own, on the core cluster.
+	informers kubeinformers.SharedInformerFactory
+	recorder  record.EventRecorder
+	broadcast record.EventBroadcaster
 }
+
+// controllerResync is the resync period of the controller's informers on
+// the core cluster.
+const controllerResync = 10 * time.Minute
 
 // newEmbeddedController builds the controller before the informer factories
 // start, so that its informers (and their indexes) are registered in time.
+// It watches and writes the core cluster as coreConfig, the controller's own
+// identity, with informers of its own: the server's identity reads only what
+// the server itself needs.
 func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig, loopback *rest.Config,
-	kubeFactory kubeinformers.SharedInformerFactory, flockFactory flockinformers.SharedInformerFactory) (*embeddedController, error) {
-	if coreConfig == nil || kubeFactory == nil {
+	flockFactory flockinformers.SharedInformerFactory) (*embeddedController, error) {
+	if coreConfig == nil {
 		return nil, fmt.Errorf("the Flock controller needs a core cluster (--kubeconfig or in-cluster config)")
 	}
 	kc := rest.CopyConfig(coreConfig)
@@ -68,6 +78,7 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 	if err != nil {
 		return nil, err
 	}
+	kubeFactory := kubeinformers.NewSharedInformerFactory(kubeClient, controllerResync)
 	broadcast := record.NewBroadcaster(record.WithContext(ctx))
 	recorder := broadcast.NewRecorder(flockscheme.Scheme, corev1.EventSource{Component: "flock-controller"})
 	c, err := flockcontroller.NewController(ctx, kubeClient, flockClient,
@@ -80,7 +91,7 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 	if err != nil {
 		return nil, err
 	}
-	return &embeddedController{config: cfg, controller: c, kubeClient: kubeClient, recorder: recorder, broadcast: broadcast}, nil
+	return &embeddedController{config: cfg, controller: c, kubeClient: kubeClient, informers: kubeFactory, recorder: recorder, broadcast: broadcast}, nil
 }
 
 // readyz fails until the controller's informers have synced.
@@ -99,6 +110,7 @@ func (e *embeddedController) start(hookCtx genericapiserver.PostStartHookContext
 	ctx := hookCtx
 	logger := klog.FromContext(ctx).WithName("flock-controller")
 	ctx2 := klog.NewContext(ctx, logger)
+	e.informers.Start(ctx.Done())
 	e.broadcast.StartStructuredLogging(3)
 	e.broadcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.kubeClient.CoreV1().Events("")})
 	go func() {

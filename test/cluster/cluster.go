@@ -35,6 +35,9 @@ import (
 const (
 	FlockNamespace      = "flock-system"
 	FlockServiceAccount = "flock-apiserver"
+	// ControllerServiceAccount is the embedded controller's own identity
+	// (--controller-kubeconfig).
+	ControllerServiceAccount = "flock-controller"
 	FlockServiceName    = "flock-apiserver"
 	APIServiceName      = "v1alpha1.flock.dev"
 	// KwokNodeAnnotation marks the nodes kwok manages.
@@ -103,6 +106,9 @@ type Cluster struct {
 	// FlockKubeconfigPath is the kubeconfig flock-apiserver runs with: the
 	// token of ServiceAccount flock-system/flock-apiserver.
 	FlockKubeconfigPath string
+	// ControllerKubeconfigPath is flock-apiserver's --controller-kubeconfig:
+	// the token of ServiceAccount flock-system/flock-controller.
+	ControllerKubeconfigPath string
 	// KubeAPIServerURL is https://127.0.0.1:<port>.
 	KubeAPIServerURL string
 	// FlockAPIServerURL is flock-apiserver's own URL (bypassing the aggregator).

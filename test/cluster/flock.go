@@ -146,19 +146,30 @@ func (c *Cluster) applyRegistration(ctx context.Context) error {
 	return nil
 }
 
-// writeFlockKubeconfig writes a kubeconfig that authenticates as the
-// flock-apiserver ServiceAccount, so flock-apiserver gets exactly the
-// permissions its RBAC manifests grant.
+// writeFlockKubeconfig writes the kubeconfigs of flock-apiserver's two
+// ServiceAccounts: flock-apiserver (the server) and flock-controller (its
+// controller), so each gets exactly the permissions its RBAC manifests grant.
 func (c *Cluster) writeFlockKubeconfig(ctx context.Context) error {
+	var err error
+	if c.FlockKubeconfigPath, err = c.writeServiceAccountKubeconfig(ctx, FlockServiceAccount, "flock-apiserver.kubeconfig"); err != nil {
+		return err
+	}
+	c.ControllerKubeconfigPath, err = c.writeServiceAccountKubeconfig(ctx, ControllerServiceAccount, "flock-controller.kubeconfig")
+	return err
+}
+
+// writeServiceAccountKubeconfig writes file, a kubeconfig with a fresh token
+// of ServiceAccount flock-system/sa, and returns its path.
+func (c *Cluster) writeServiceAccountKubeconfig(ctx context.Context, sa, file string) (string, error) {
 	exp := int64(flockTokenSeconds)
-	tr, err := c.Kube.CoreV1().ServiceAccounts(FlockNamespace).CreateToken(ctx, FlockServiceAccount,
+	tr, err := c.Kube.CoreV1().ServiceAccounts(FlockNamespace).CreateToken(ctx, sa,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &exp}}, metav1.CreateOptions{})
 	if err != nil {
-		return fmt.Errorf("request a token for ServiceAccount %s/%s: %w", FlockNamespace, FlockServiceAccount, err)
+		return "", fmt.Errorf("request a token for ServiceAccount %s/%s: %w", FlockNamespace, sa, err)
 	}
-	c.FlockKubeconfigPath = c.path("flock-apiserver.kubeconfig")
-	return writeKubeconfig(c.FlockKubeconfigPath, c.KubeAPIServerURL, c.PKI.ClusterCA.CertPEM(), kubeconfigUser{
-		name: "system:serviceaccount:" + FlockNamespace + ":" + FlockServiceAccount, token: tr.Status.Token,
+	path := c.path(file)
+	return path, writeKubeconfig(path, c.KubeAPIServerURL, c.PKI.ClusterCA.CertPEM(), kubeconfigUser{
+		name: "system:serviceaccount:" + FlockNamespace + ":" + sa, token: tr.Status.Token,
 	})
 }
 
@@ -174,6 +185,7 @@ func (c *Cluster) flockArgs(port, etcdPort, etcdPeerPort int, dataDir string, ex
 		"--kubeconfig=" + kc,
 		"--authentication-kubeconfig=" + kc,
 		"--authorization-kubeconfig=" + kc,
+		"--controller-kubeconfig=" + c.ControllerKubeconfigPath,
 		"--embedded-etcd-data-dir=" + dataDir,
 		"--embedded-etcd-client-port=" + strconv.Itoa(etcdPort),
 		"--embedded-etcd-peer-port=" + strconv.Itoa(etcdPeerPort),

@@ -104,6 +104,7 @@ func checkRegistration(t *testing.T, r rendered) {
 	for _, key := range []string{
 		"Namespace//flock-system",
 		"ServiceAccount/flock-system/flock-apiserver",
+		"ServiceAccount/flock-system/flock-controller",
 		"ClusterRoleBinding//flock.dev:auth-delegator",
 		"RoleBinding/kube-system/flock.dev:extension-apiserver-authentication-reader",
 		"Role/flock-system/flock.dev:leader-election",
@@ -131,6 +132,7 @@ func checkRegistration(t *testing.T, r rendered) {
 			t.Errorf("controller ClusterRole rule too broad: %+v", rule)
 		}
 	}
+	checkLeastPrivilege(t, r)
 	if skip, _, _ := unstructured.NestedBool(r[apiServiceKey].Object, "spec", "insecureSkipTLSVerify"); skip {
 		t.Error("the APIService sets insecureSkipTLSVerify")
 	}
@@ -138,6 +140,46 @@ func checkRegistration(t *testing.T, r rendered) {
 	svcName, _, _ := unstructured.NestedString(r[apiServiceKey].Object, "spec", "service", "name")
 	if group != "flock.dev" || svcName != "flock-apiserver" {
 		t.Errorf("APIService group %q service %q", group, svcName)
+	}
+}
+
+// The controller acts under its own ServiceAccount: only it writes to the
+// core cluster, never deletes Services, and renews only its own Lease; the
+// server's ServiceAccount only reads.
+func checkLeastPrivilege(t *testing.T, r rendered) {
+	t.Helper()
+	var ctrlBinding rbacv1.ClusterRoleBinding
+	r.into(t, "ClusterRoleBinding//flock.dev:controller", &ctrlBinding)
+	var leBinding rbacv1.RoleBinding
+	r.into(t, "RoleBinding/flock-system/flock.dev:leader-election", &leBinding)
+	for name, subjects := range map[string][]rbacv1.Subject{"controller": ctrlBinding.Subjects, "leader-election": leBinding.Subjects} {
+		if len(subjects) != 1 || subjects[0].Kind != "ServiceAccount" || subjects[0].Name != "flock-controller" {
+			t.Errorf("%s binding subjects = %+v, want only ServiceAccount flock-controller", name, subjects)
+		}
+	}
+	var ctrl rbacv1.ClusterRole
+	r.into(t, "ClusterRole//flock.dev:controller", &ctrl)
+	for _, rule := range ctrl.Rules {
+		if slices.Contains(rule.Resources, "services") && slices.Contains(rule.Verbs, "delete") {
+			t.Errorf("the controller may delete Services: %+v", rule)
+		}
+	}
+	var le rbacv1.Role
+	r.into(t, "Role/flock-system/flock.dev:leader-election", &le)
+	for _, rule := range le.Rules {
+		named := slices.Equal(rule.ResourceNames, []string{"flock-controller"})
+		if !named && !slices.Equal(rule.Verbs, []string{"create"}) {
+			t.Errorf("lease rule without resourceNames [flock-controller] beyond create: %+v", rule)
+		}
+	}
+	var server rbacv1.ClusterRole
+	r.into(t, "ClusterRole//flock.dev:apiserver", &server)
+	for _, rule := range server.Rules {
+		for _, v := range rule.Verbs {
+			if v != "get" && v != "list" && v != "watch" {
+				t.Errorf("the server's ClusterRole writes: %+v", rule)
+			}
+		}
 	}
 }
 
@@ -195,6 +237,17 @@ func checkHardenedPod(t *testing.T, spec corev1.PodSpec) {
 	}
 	if !slices.Contains(c.Args, "--tls-cert-file="+mounts["serving-cert"]+"/tls.crt") || !slices.Contains(c.Args, "--tls-private-key-file="+mounts["serving-cert"]+"/tls.key") {
 		t.Errorf("args %v do not serve the mounted certificate (%s)", c.Args, mounts["serving-cert"])
+	}
+	// The controller runs as its own ServiceAccount, from the token Secret.
+	if v := vols["controller-token"]; v.Secret == nil || v.Secret.SecretName != "flock-controller-token" {
+		t.Errorf("controller-token volume = %+v", v)
+	}
+	if v := vols["controller-kubeconfig"]; v.ConfigMap == nil || v.ConfigMap.Name != "flock-controller-kubeconfig" {
+		t.Errorf("controller-kubeconfig volume = %+v", v)
+	}
+	if mounts["controller-token"] != "/var/run/secrets/flock.dev/controller" ||
+		!slices.Contains(c.Args, "--controller-kubeconfig="+mounts["controller-kubeconfig"]+"/kubeconfig") {
+		t.Errorf("args %v and mounts %v do not run the controller with its own kubeconfig", c.Args, mounts)
 	}
 }
 

@@ -1,0 +1,285 @@
+package e2e
+
+// Issue 14 end to end: a Flock never gets around the cluster's rules. The
+// FlockMemberDryRun admission plugin dry-runs member 0's pod against the real
+// kube-apiserver, so Pod Security, pod validation, LimitRanges and
+// ResourceQuota refuse the Flock at `kubectl apply` with the cluster's own
+// message, and nothing is stored; reserved label keys are refused by
+// validation.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"flock.dev/flock/test/cluster"
+)
+
+// dryRunManifest is a one-replica Flock named name whose container spec
+// (YAML, indented under the container) and pod spec extras are given.
+func dryRunManifest(name, ns, podExtra, containerExtra string) string {
+	return fmt.Sprintf(`apiVersion: flock.dev/v1alpha1
+kind: Flock
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  replicas: 1
+  selector:
+    matchLabels:
+      app: %[1]s
+  template:
+    metadata:
+      labels:
+        app: %[1]s
+    spec:
+%[3]s      containers:
+      - name: app
+        image: busybox:1.36
+        command: ["sleep", "infinity"]
+%[4]s`, name, ns, podExtra, containerExtra)
+}
+
+// labeledNamespace is newNamespace with labels.
+func labeledNamespace(t *testing.T, labels map[string]string) string {
+	t.Helper()
+	ns := newNamespace(t)
+	n, err := env.Kube.CoreV1().Namespaces().Get(ctxFor(t), ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.Labels = labels
+	if _, err := env.Kube.CoreV1().Namespaces().Update(ctxFor(t), n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return ns
+}
+
+// expectNotStored fails unless Flock ns/name does not exist.
+func expectNotStored(t *testing.T, ns, name string) {
+	t.Helper()
+	if _, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctxFor(t), name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("refused Flock %s/%s was stored (get: %v)", ns, name, err)
+	}
+}
+
+// expectStderr fails unless stderr contains every string of want.
+func expectStderr(t *testing.T, res *cluster.KubectlResult, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(res.Stderr, w) {
+			t.Errorf("kubectl printed:\n%s\nwant it to contain:\n%s", res.Stderr, w)
+		}
+	}
+}
+
+// podSecurityCases are templates Pod Security baseline refuses, with the
+// detail of the cluster's message.
+var podSecurityCases = []struct {
+	name, podExtra, containerExtra, detail string
+}{
+	{"privileged", "", "        securityContext:\n          privileged: true\n",
+		`privileged (container "app" must not set securityContext.privileged=true)`},
+	{"hostnetwork", "      hostNetwork: true\n", "",
+		`host namespaces (hostNetwork=true)`},
+	{"sysadmin", "", "        securityContext:\n          capabilities:\n            add: [SYS_ADMIN]\n",
+		`non-default capabilities (container "app" must not include "SYS_ADMIN" in securityContext.capabilities.add)`},
+	// Pod validation allows Unmasked only with hostUsers: false.
+	{"unmasked", "      hostUsers: false\n", "        securityContext:\n          procMount: Unmasked\n",
+		`procMount (container "app" must not set securityContext.procMount to "Unmasked")`},
+}
+
+// In a namespace enforcing baseline, a privileged template, hostNetwork,
+// added SYS_ADMIN and procMount Unmasked are each refused at kubectl apply
+// with the Pod Security message (403) and nothing is stored; in a privileged
+// namespace that warns at baseline, the same Flocks are accepted and kubectl
+// prints the cluster's warning.
+//
+// flock-apiserver runs with --allow-host-access here, so that hostNetwork
+// reaches the cluster's rules instead of Flock's own denylist. The baseline
+// namespace pins enforce-version v1.34: from v1.35 on, baseline allows any
+// procMount in a pod with hostUsers: false, and the Flock then follows the
+// cluster (accepted), which the privileged namespace shows.
+func TestMemberDryRunPodSecurity(t *testing.T) {
+	args := strings.Fields(os.Getenv("FLOCK_E2E_FLOCK_ARGS"))
+	if _, err := env.RestartFlockAPIServer(ctxFor(t), append(slices.Clone(args), "--allow-host-access")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*callTimeout)
+		defer cancel()
+		if _, err := env.RestartFlockAPIServer(ctx, args); err != nil {
+			t.Errorf("restore flock-apiserver's flags: %v", err)
+		}
+	})
+
+	forEachKubectl(t, func(t *testing.T, k cluster.Kubectl) {
+		baseline := labeledNamespace(t, map[string]string{
+			"pod-security.kubernetes.io/enforce":         "baseline",
+			"pod-security.kubernetes.io/enforce-version": "v1.34",
+		})
+		privileged := labeledNamespace(t, map[string]string{
+			"pod-security.kubernetes.io/enforce": "privileged",
+			"pod-security.kubernetes.io/warn":    "baseline",
+		})
+		for _, tc := range podSecurityCases {
+			name := "psa-" + tc.name
+			res := kubectlFails(t, k, dryRunManifest(name, baseline, tc.podExtra, tc.containerExtra), "apply", "-f", "-")
+			expectStderr(t, res, "(Forbidden)", fmt.Sprintf(`flocks.flock.dev %q is forbidden`, name),
+				`violates PodSecurity "baseline:v1.34": `+tc.detail)
+			expectNotStored(t, baseline, name)
+
+			out := kubectlInputStderr(t, k, dryRunManifest(name, privileged, tc.podExtra, tc.containerExtra), "apply", "-f", "-")
+			if !strings.Contains(out.Stdout, "flock.flock.dev/"+name+" created") {
+				t.Errorf("apply in the privileged namespace printed %q", out.Stdout)
+			}
+			if tc.name != "unmasked" && !strings.Contains(out.Stderr, `Warning: would violate PodSecurity "baseline:latest": `+tc.detail) {
+				t.Errorf("apply in a namespace that warns at baseline printed on stderr:\n%s\nwant the Pod Security warning: %s", out.Stderr, tc.detail)
+			}
+			ctlDeleteFlock(t, privileged, name, false)
+		}
+	})
+}
+
+// kubectlInputStderr is kubectlInput returning stdout and stderr.
+func kubectlInputStderr(t *testing.T, k cluster.Kubectl, stdin string, args ...string) *cluster.KubectlResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+	defer cancel()
+	res, err := env.KubectlInput(ctx, k, stdin, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// The cluster's other rules on pods answer at apply time too: a cpu request
+// above its limit and a probe without a handler (pod validation, 422 under
+// spec.template), a LimitRange the first member would break and a
+// ResourceQuota it would exceed (403). kube-apiserver evaluates ResourceQuota
+// on a dry-run create (it only skips charging it), against one pod: the
+// member pod, not replicas times it. Nothing is stored.
+func TestMemberDryRunClusterRules(t *testing.T) {
+	forEachKubectl(t, func(t *testing.T, k cluster.Kubectl) {
+		ns := newNamespace(t)
+
+		res := kubectlFails(t, k, dryRunManifest("cpu", ns, "", "        resources:\n          requests: {cpu: \"2\"}\n          limits: {cpu: \"1\"}\n"), "apply", "-f", "-")
+		expectStderr(t, res, `The Flock "cpu" is invalid: spec.template.spec.containers[0].resources.requests: Invalid value: "2": must be less than or equal to cpu limit of 1`)
+		expectNotStored(t, ns, "cpu")
+
+		res = kubectlFails(t, k, dryRunManifest("probe", ns, "", "        readinessProbe:\n          periodSeconds: 5\n"), "apply", "-f", "-")
+		expectStderr(t, res, `The Flock "probe" is invalid: spec.template.spec.containers[0].readinessProbe: Required value: must specify a handler type`)
+		expectNotStored(t, ns, "probe")
+
+		limits := &corev1.LimitRange{
+			ObjectMeta: metav1.ObjectMeta{Name: "small", Namespace: ns},
+			Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
+				Type: corev1.LimitTypeContainer,
+				Max:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")},
+			}}},
+		}
+		if _, err := env.Kube.CoreV1().LimitRanges(ns).Create(ctxFor(t), limits, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		res = kubectlFails(t, k, dryRunManifest("big", ns, "", "        resources:\n          limits: {cpu: \"1\"}\n"), "apply", "-f", "-")
+		expectStderr(t, res, "(Forbidden)", `flocks.flock.dev "big" is forbidden: the cluster refuses its member pod big-0: pods "big-0" is forbidden: maximum cpu usage per Container is 500m, but limit is 1`)
+		expectNotStored(t, ns, "big")
+		if err := env.Kube.CoreV1().LimitRanges(ns).Delete(ctxFor(t), "small", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+
+		quota := &corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Name: "tight", Namespace: ns},
+			Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceRequestsCPU: resource.MustParse("100m")}},
+		}
+		if _, err := env.Kube.CoreV1().ResourceQuotas(ns).Create(ctxFor(t), quota, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Quota admission needs the quota controller's first status.
+		eventually(t, 30*time.Second, "quota status", func(ctx context.Context) error {
+			q, err := env.Kube.CoreV1().ResourceQuotas(ns).Get(ctx, "tight", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if len(q.Status.Hard) == 0 {
+				return fmt.Errorf("no status.hard yet")
+			}
+			return nil
+		})
+		res = kubectlFails(t, k, dryRunManifest("quota", ns, "", "        resources:\n          requests: {cpu: 200m}\n"), "apply", "-f", "-")
+		expectStderr(t, res, "(Forbidden)", `pods "quota-0" is forbidden: exceeded quota: tight, requested: requests.cpu=200m, used: requests.cpu=0, limited: requests.cpu=100m`)
+		expectNotStored(t, ns, "quota")
+		// Within the quota: accepted.
+		out := kubectlInput(t, k, dryRunManifest("quota", ns, "", "        resources:\n          requests: {cpu: 50m}\n"), "apply", "-f", "-")
+		if !strings.Contains(out, "flock.flock.dev/quota created") {
+			t.Errorf("apply within the quota printed %q", out)
+		}
+		ctlDeleteFlock(t, ns, "quota", false)
+	})
+}
+
+// flock.dev/name in the selector or in the template labels is refused (422)
+// with one message per key; nothing is stored.
+func TestReservedLabelsRefused(t *testing.T) {
+	forEachKubectl(t, func(t *testing.T, k cluster.Kubectl) {
+		ns := newNamespace(t)
+		m := strings.Replace(dryRunManifest("resv", ns, "", ""), "    matchLabels:\n      app: resv\n",
+			"    matchLabels:\n      app: resv\n      flock.dev/name: other\n", 1)
+		m = strings.Replace(m, "      labels:\n        app: resv\n", "      labels:\n        app: resv\n        flock.dev/name: other\n", 1)
+		res := kubectlFails(t, k, m, "apply", "-f", "-")
+		expectStderr(t, res, `The Flock "resv" is invalid: `,
+			`spec.selector.matchLabels[flock.dev/name]: Invalid value: "flock.dev/name": reserved`,
+			`spec.template.metadata.labels[flock.dev/name]: Invalid value: "flock.dev/name": reserved`)
+		expectNotStored(t, ns, "resv")
+
+		m = strings.Replace(dryRunManifest("resv", ns, "", ""), "      labels:\n        app: resv\n", "      labels:\n        app: resv\n        flock.dev/name: other\n", 1)
+		res = kubectlFails(t, k, m, "apply", "-f", "-")
+		expectStderr(t, res, `The Flock "resv" is invalid: spec.template.metadata.labels[flock.dev/name]: Invalid value: "flock.dev/name": reserved`)
+		expectNotStored(t, ns, "resv")
+	})
+}
+
+// What the dry-run costs a create, measured (not asserted): server-side
+// dry-run creates of Flocks through kube-apiserver, each with a template of
+// its own (every one a dry-run of its member pod) against the same number
+// with one template (after the first, answered from the cache, i.e. the
+// create path without the dry-run). Reported with t.Log.
+func TestMemberDryRunCost(t *testing.T) {
+	ns := newNamespace(t)
+	const n = 30
+	create := func(name, value string) time.Duration {
+		f := newFlock(name, ns, 1)
+		f.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "V", Value: value}}
+		start := time.Now()
+		if _, err := env.Flock.FlockV1alpha1().Flocks(ns).Create(ctxFor(t), f, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(start)
+	}
+	create("warm", "warm")
+	var miss, hit []time.Duration
+	for i := range n {
+		miss = append(miss, create("cost", fmt.Sprint(i)))
+		hit = append(hit, create("cost", "same"))
+	}
+	median := func(d []time.Duration) time.Duration {
+		sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+		return d[len(d)/2]
+	}
+	mMiss, mHit := median(miss), median(hit)
+	t.Logf("Flock create (dryRun=All, through kube-apiserver), median of %d: with the member pod dry-run %v, answered from the cache %v: the dry-run adds %v (%.2fx)",
+		n, mMiss, mHit, mMiss-mHit, float64(mMiss)/float64(mHit))
+	if got, err := env.Flock.FlockV1alpha1().Flocks(ns).List(ctxFor(t), metav1.ListOptions{}); err != nil || len(got.Items) != 0 {
+		t.Errorf("dry-run creates stored Flocks: %v %v", got, err)
+	}
+}
