@@ -2,6 +2,7 @@ package server
 
 import (
 	"github.com/spf13/pflag"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +113,26 @@ func TestHelpMentionsFlockFlags(t *testing.T) {
 		"controllers", "workers", "kube-api-qps", "leader-elect", "helper-image", "helper-namespace", "kubeconfig", "authentication-kubeconfig", "secure-port"} {
 		if !strings.Contains(" "+all+" ", " "+want+" ") {
 			t.Errorf("flag --%s missing", want)
+		}
+	}
+}
+
+// Standalone allows every request: it is refused unless bound to loopback.
+func TestStandaloneNeedsLoopback(t *testing.T) {
+	for _, tc := range []struct {
+		bind    string
+		refused bool
+	}{{"0.0.0.0", true}, {"10.1.2.3", true}, {"127.0.0.1", false}, {"::1", false}} {
+		o := NewOptions()
+		o.Standalone = true
+		o.RecommendedOptions.SecureServing.BindAddress = net.ParseIP(tc.bind)
+		if err := o.Complete(); err != nil {
+			t.Fatal(err)
+		}
+		err := o.Validate()
+		got := err != nil && strings.Contains(err.Error(), "--insecure-standalone-for-tests allows every request: it needs --bind-address on loopback")
+		if got != tc.refused {
+			t.Errorf("--bind-address=%s: refused=%v, want %v (%v)", tc.bind, got, tc.refused, err)
 		}
 	}
 }
