@@ -38,8 +38,8 @@ const (
 	// ControllerServiceAccount is the embedded controller's own identity
 	// (--controller-kubeconfig).
 	ControllerServiceAccount = "flock-controller"
-	FlockServiceName    = "flock-apiserver"
-	APIServiceName      = "v1alpha1.flock.dev"
+	FlockServiceName         = "flock-apiserver"
+	APIServiceName           = "v1alpha1.flock.dev"
 	// KwokNodeAnnotation marks the nodes kwok manages.
 	KwokNodeAnnotation = "kwok.x-k8s.io/node"
 	// PodCIDR is the range kwok assigns pod IPs from.
