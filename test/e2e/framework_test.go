@@ -127,6 +127,12 @@ func newNamespace(t *testing.T) string {
 
 // flockManifest is a minimal valid Flock as YAML.
 func flockManifest(name, namespace string, replicas int) string {
+	return flockManifestWith(name, namespace, replicas, "", "")
+}
+
+// flockManifestWith is flockManifest with YAML lines added to the pod spec
+// (podExtra, indented 6) and to its one container (containerExtra, indented 8).
+func flockManifestWith(name, namespace string, replicas int, podExtra, containerExtra string) string {
 	return fmt.Sprintf(`apiVersion: flock.dev/v1alpha1
 kind: Flock
 metadata:
@@ -142,11 +148,11 @@ spec:
       labels:
         app: %[1]s
     spec:
-      containers:
+%[4]s      containers:
       - name: app
         image: busybox:1.36
         command: ["sleep", "infinity"]
-`, name, namespace, replicas)
+%[5]s`, name, namespace, replicas, podExtra, containerExtra)
 }
 
 // newFlock is a minimal valid Flock.

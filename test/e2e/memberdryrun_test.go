@@ -25,29 +25,10 @@ import (
 	"flock.dev/flock/test/cluster"
 )
 
-// dryRunManifest is a one-replica Flock named name whose container spec
-// (YAML, indented under the container) and pod spec extras are given.
+// dryRunManifest is a one-replica Flock with YAML lines added to its pod
+// spec and its container (see flockManifestWith).
 func dryRunManifest(name, ns, podExtra, containerExtra string) string {
-	return fmt.Sprintf(`apiVersion: flock.dev/v1alpha1
-kind: Flock
-metadata:
-  name: %[1]s
-  namespace: %[2]s
-spec:
-  replicas: 1
-  selector:
-    matchLabels:
-      app: %[1]s
-  template:
-    metadata:
-      labels:
-        app: %[1]s
-    spec:
-%[3]s      containers:
-      - name: app
-        image: busybox:1.36
-        command: ["sleep", "infinity"]
-%[4]s`, name, ns, podExtra, containerExtra)
+	return flockManifestWith(name, ns, 1, podExtra, containerExtra)
 }
 
 // labeledNamespace is newNamespace with labels.

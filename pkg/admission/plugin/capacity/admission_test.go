@@ -522,3 +522,21 @@ func BenchmarkValidateCreate5000NodesUntracked(b *testing.B) {
 		}
 	}
 }
+
+// While the informers have not synced, a request that asks for nodes is not
+// refused: it gets 503 with Retry-After (after admission's bounded wait for
+// readiness, about 10 s), and a request asking for none passes at once.
+func TestNotSyncedIsServiceUnavailable(t *testing.T) {
+	p := newTestPlugin(t, []*corev1.Node{node("n-a")}, nil)
+	never := func() bool { return false }
+	p.nodesSynced = never
+	_, err := validate(p, create(internalFlock("pg", spec{replicas: 1})))
+	var se apierrors.APIStatus
+	if !apierrors.IsServiceUnavailable(err) || !errors.As(err, &se) || se.Status().Details == nil || se.Status().Details.RetryAfterSeconds <= 0 ||
+		!strings.Contains(err.Error(), "caches have not synced") {
+		t.Errorf("got %#v, want 503 with Retry-After naming the caches", err)
+	}
+	if _, err := validate(p, create(internalFlock("pg", spec{replicas: 0}))); err != nil {
+		t.Errorf("zero replicas while not synced: %v", err)
+	}
+}
