@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries that `make local-up` and the e2e suite run:
-# kube-apiserver, kube-controller-manager, kube-scheduler and kubectl from
-# k8s.io/kubernetes, etcd from go.etcd.io/etcd, kwok, and CoreDNS (the cluster
-# DNS). They come only from the Go module proxy (hack/tools/go.mod pins the
-# versions; kwok and CoreDNS are `go install`ed at the versions below) and land
-# in _output/bin. Stamps keyed on what decides each group of binaries make a
+# kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kubelet
+# from k8s.io/kubernetes, etcd from go.etcd.io/etcd, kwok, CoreDNS (the cluster
+# DNS), and the container runtime of the real nodes: containerd v2 (with ctr
+# and its runc shim) and runc. They come only from the Go module proxy
+# (hack/tools/go.mod pins the versions; kwok, containerd and runc are
+# `go install`ed at the versions below) and land in _output/bin. runc needs
+# libseccomp (Debian libseccomp-dev, linked statically); the real nodes' CNI
+# plugins are Debian's containernetworking-plugins (/usr/lib/cni). Missing
+# Debian packages are installed when apt-get is there and we are root. Stamps keyed on what decides each group of binaries make a
 # second run a no-op, and a new group (CoreDNS) builds without rebuilding the
 # others; delete _output/bin to force a rebuild.
 #
@@ -19,6 +23,8 @@ TOOLS=$ROOT/hack/tools
 KUBE_VERSION=v1.37.2
 KWOK_VERSION=v0.8.0
 COREDNS_VERSION=v1.15.0
+CONTAINERD_VERSION=v2.4.2
+RUNC_VERSION=v1.5.3
 
 mkdir -p "$BIN"
 ldflags=""
@@ -30,7 +36,7 @@ done
 # the versions and the link flags (not the rest of this script).
 stamp_want=$( (cat "$TOOLS/go.sum" "$TOOLS/go.mod" "$TOOLS/etcd/main.go"; echo "$KWOK_VERSION $ldflags") | sha256sum | cut -c1-16)
 stamp_file=$BIN/.tools-stamp
-all=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
+all=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kwok)
 have_all=true
 for b in "${all[@]}"; do [ -x "$BIN/$b" ] || have_all=false; done
 tools_current=false
@@ -85,19 +91,70 @@ build_coredns() {
 	echo "$want" > "$stamp"
 }
 
+# Debian packages the runtime build and the real nodes need: libseccomp-dev
+# (runc's seccomp support, linked statically) and containernetworking-plugins
+# (bridge, host-local and loopback in /usr/lib/cni).
+debian_packages() {
+	local need=()
+	[ -f /usr/lib/x86_64-linux-gnu/libseccomp.a ] || [ -n "$(ls /usr/lib/*/libseccomp.a 2>/dev/null)" ] || need+=(libseccomp-dev)
+	[ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+	command -v pkg-config >/dev/null || need+=(pkg-config)
+	command -v gcc >/dev/null || need+=(gcc libc6-dev)
+	((${#need[@]})) || return 0
+	if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+		echo "build-tools: missing Debian packages ${need[*]} (needs root and apt-get); real nodes will not be available" >&2
+		return 1
+	fi
+	echo "build-tools: installing Debian packages: ${need[*]}"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null ||
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; }
+}
+
+# containerd v2 (containerd, ctr, containerd-shim-runc-v2; no cgo, so without
+# the btrfs, devmapper and zfs snapshotters) and runc (cgo with the seccomp
+# tag: containerd v2 always gives the pause container a seccomp profile).
+# Their stamp is keyed on the versions and flags, so they build once.
+build_runtime() {
+	local stamp=$BIN/.runtime-stamp want
+	local cd_ldflags="-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION -X github.com/containerd/containerd/v2/version.Revision=release"
+	local runc_ldflags="-X main.gitCommit=release -extldflags -static"
+	want=$(echo "$CONTAINERD_VERSION $RUNC_VERSION $cd_ldflags $runc_ldflags" | sha256sum | cut -c1-16)
+	local have=true
+	for b in containerd containerd-shim-runc-v2 ctr runc; do [ -x "$BIN/$b" ] || have=false; done
+	if $have && [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+		echo "build-tools: containerd $CONTAINERD_VERSION and runc $RUNC_VERSION are current"
+		return
+	fi
+	if ! debian_packages; then
+		echo "build-tools: skipping containerd and runc" >&2
+		return
+	fi
+	step "containerd $CONTAINERD_VERSION" env GOBIN="$BIN" CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
+		go install -trimpath -tags "no_btrfs no_devmapper no_zfs" -ldflags "$cd_ldflags" \
+		"github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
+		"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
+		"github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD_VERSION"
+	step "runc $RUNC_VERSION" env GOBIN="$BIN" CGO_ENABLED=1 GOFLAGS=-buildvcs=false \
+		go install -trimpath -tags "seccomp netgo osusergo" -ldflags "$runc_ldflags" \
+		"github.com/opencontainers/runc@$RUNC_VERSION"
+	echo "$want" > "$stamp"
+}
+
 if $tools_current; then
 	echo "build-tools: control-plane binaries in $BIN are current"
 	build_coredns
+	build_runtime
 	exit 0
 fi
 
 cd "$TOOLS"
 step etcd go build -trimpath -o "$BIN/etcd" ./etcd
-for c in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+for c in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do
 	step "$c" go build -trimpath -ldflags "$ldflags" -o "$BIN/$c" "k8s.io/kubernetes/cmd/$c"
 done
 # kwok pins an older k8s, so it stays out of the tools module.
 step kwok env GOBIN="$BIN" GOFLAGS=-buildvcs=false go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 echo "$stamp_want" > "$stamp_file"
 build_coredns
+build_runtime
 echo "build-tools: all binaries in $BIN"
