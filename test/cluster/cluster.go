@@ -1,8 +1,9 @@
 // Package cluster runs a real local Kubernetes control plane on 127.0.0.1 with
 // flock-apiserver registered behind kube-apiserver's aggregation layer: etcd,
 // kube-apiserver, kube-controller-manager, kube-scheduler, kwok with fake
-// nodes, CoreDNS serving the cluster domain from kube-apiserver, and
-// flock-apiserver authenticated as its ServiceAccount. It is the one
+// nodes, CoreDNS serving the cluster domain from kube-apiserver, optionally
+// real nodes (kubelet with containerd, see realnode.go), and flock-apiserver
+// authenticated as its ServiceAccount. It is the one
 // implementation behind `make local-up` and the e2e suite.
 //
 // Every process is started by the harness, tracked by PID, logs to
@@ -85,6 +86,16 @@ type Options struct {
 	// WithoutDNS brings it up without CoreDNS (then BinDir needs no coredns
 	// and DNSAddr is empty).
 	WithoutDNS bool
+	// RealNodes is the number of real nodes (real-1 ... real-N: kubelet
+	// with containerd on this machine) Up starts; more can be added later
+	// with AddRealNodes. RealNodeSupport says whether the machine can.
+	RealNodes int
+	// TaintRealNodes registers real nodes with the NoSchedule taint
+	// RealNodeTaint, so only pods that tolerate it run there.
+	TaintRealNodes bool
+	// DataRoot, when set, is flock-apiserver's --data-root (where members'
+	// data directories are on real nodes). Default: flock-apiserver's own.
+	DataRoot string
 	// SystemKubectl is a second kubectl (the system's, an older version).
 	// Default: the first `kubectl` on PATH that is not BinDir/kubectl, else
 	// BinDir/kubectl-1.32 (syskubectl.Find).
@@ -125,8 +136,17 @@ type Cluster struct {
 	// NodeNames are the kwok nodes created by Up.
 	NodeNames []string
 
-	mu       sync.Mutex
-	procs    []*Process
+	mu        sync.Mutex
+	procs     []*Process
+	realNodes []*RealNode
+	// realMu serializes starting and stopping real nodes; realLock is the
+	// machine's real-node lock while any run, realFixed and realTunables
+	// what their teardown restores.
+	realMu       sync.Mutex
+	realLock     *dirLock
+	realFixed    fixedPathState
+	realTunables map[string]string
+
 	flock    *Process
 	nodeSeq  int
 	lock     *dirLock
@@ -224,7 +244,7 @@ func modulePathIs(gomod []byte, path string) bool {
 }
 
 // stateDirs are the entries of WorkDir that Up owns and recreates.
-var stateDirs = []string{"pki", "logs", "etcd", "flock", "kwok", "coredns", "home", "extra", "kubeconfig", "flock-apiserver.kubeconfig"}
+var stateDirs = []string{"pki", "logs", "etcd", "flock", "kwok", "coredns", "home", "extra", "kubeconfig", "flock-apiserver.kubeconfig", "real", "data"}
 
 // Up brings up a local control plane and, unless WithoutFlock, flock-apiserver
 // registered as v1alpha1.flock.dev. On error everything started is stopped.
@@ -249,6 +269,10 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 		}
 	}()
 	for _, d := range stateDirs {
+		// A real node that died without its teardown may have left mounts.
+		if err := unmountUnder(filepath.Join(opts.WorkDir, d)); err != nil {
+			return nil, err
+		}
 		if err := os.RemoveAll(filepath.Join(opts.WorkDir, d)); err != nil {
 			return nil, err
 		}
@@ -289,6 +313,14 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 			return nil, err
 		}
 	}
+	if opts.RealNodes > 0 {
+		if opts.WithoutDNS {
+			return nil, errors.New("real nodes need the cluster DNS; do not set WithoutDNS")
+		}
+		if _, err := c.AddRealNodes(ctx, opts.RealNodes); err != nil {
+			return nil, err
+		}
+	}
 	if !opts.WithoutFlock {
 		if err := c.startFlock(ctx); err != nil {
 			return nil, err
@@ -299,14 +331,29 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, retErr error) {
 }
 
 // Down stops every process the harness started, newest first (SIGTERM, then
-// SIGKILL after DefaultStopGrace), and releases WorkDir. It is safe to call
-// more than once and from several goroutines.
+// SIGKILL after DefaultStopGrace), and releases WorkDir. Real nodes go first,
+// in their safe order (StopRealNodes), after the flock-apiservers, whose
+// controller would otherwise recreate the pods being removed. It is safe to
+// call more than once and from several goroutines.
 func (c *Cluster) Down() error {
 	c.downOnce.Do(func() {
+		c.realMu.Lock()
+		real := c.realLock != nil
+		c.realMu.Unlock()
 		c.mu.Lock()
 		procs := append([]*Process(nil), c.procs...)
 		c.mu.Unlock()
 		var errs []error
+		if real {
+			for _, p := range procs {
+				if strings.HasPrefix(p.Name, "flock-apiserver") {
+					errs = append(errs, p.Stop(DefaultStopGrace))
+				}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			errs = append(errs, c.StopRealNodes(ctx))
+			cancel()
+		}
 		for i := len(procs) - 1; i >= 0; i-- {
 			if err := procs[i].Stop(DefaultStopGrace); err != nil {
 				errs = append(errs, err)

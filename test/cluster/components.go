@@ -96,6 +96,13 @@ func (c *Cluster) startKubeAPIServer(ctx context.Context) error {
 		"--requestheader-uid-headers=X-Remote-Uid",
 		"--proxy-client-cert-file=" + pki.FrontProxyClient.CertFile,
 		"--proxy-client-key-file=" + pki.FrontProxyClient.KeyFile,
+		// logs, exec and port-forward reach real nodes' kubelets at their
+		// InternalIP (the node's bridge address) with a client certificate,
+		// and their serving certificates are checked against the cluster CA.
+		"--kubelet-client-certificate=" + pki.KubeletClient.CertFile,
+		"--kubelet-client-key=" + pki.KubeletClient.KeyFile,
+		"--kubelet-certificate-authority=" + pki.ClusterCA.CertFile,
+		"--kubelet-preferred-address-types=InternalIP,Hostname",
 		// Nothing runs at the advertised address but kube-apiserver itself;
 		// the APIService reaches flock-apiserver through an ExternalName
 		// Service, so aggregator routing stays off.

@@ -34,11 +34,11 @@ const (
 )
 
 // DNSZones are the zones CoreDNS serves: the cluster domain and the reverse
-// zones of the pod and service CIDRs. Names outside them are not served
+// zones of the pod (kwok and real nodes) and service CIDRs. Names outside them are not served
 // (REFUSED): there is no upstream resolver on this machine.
 func DNSZones() []string {
 	zones := []string{ClusterDomain}
-	for _, cidr := range []string{PodCIDR, ServiceCIDR} {
+	for _, cidr := range []string{PodCIDR, ServiceCIDR, RealNodeCIDR} {
 		rz, err := ReverseZones(cidr)
 		if err != nil {
 			panic(err) // constants
@@ -80,7 +80,7 @@ func ReverseZones(cidr string) ([]string, error) {
 	return zones, nil
 }
 
-// corefile renders the Corefile: one server block on 127.0.0.1:port for the
+// corefile renders the Corefile: one server block on bind:port for the
 // zones, answered by the kubernetes plugin from kube-apiserver through
 // kubeconfig. Pod records (a-b-c-d.ns.pod) are disabled, as their only use is
 // certificates for IPs; members are found through their headless Service.
@@ -92,7 +92,7 @@ func ReverseZones(cidr string) ([]string, error) {
 // found") instead of an authoritative NXDOMAIN. Serving only the reverse
 // zones of the cluster's CIDRs gives NXDOMAIN for an unknown pod IP and
 // REFUSED for every other reverse zone.
-func corefile(port int, kubeconfig string, zones []string) string {
+func corefile(bind string, port int, kubeconfig string, zones []string) string {
 	var b strings.Builder
 	b.WriteString("# Written by the local control plane (flock.dev/flock/test/cluster).\n")
 	for i, z := range zones {
@@ -102,7 +102,7 @@ func corefile(port int, kubeconfig string, zones []string) string {
 		fmt.Fprintf(&b, "%s:%d", z, port)
 	}
 	fmt.Fprintf(&b, ` {
-    bind 127.0.0.1
+    bind %s
     errors
     log
     kubernetes %s {
@@ -111,7 +111,7 @@ func corefile(port int, kubeconfig string, zones []string) string {
         ttl 5
     }
 }
-`, strings.Join(zones, " "), kubeconfig)
+`, bind, strings.Join(zones, " "), kubeconfig)
 	return b.String()
 }
 
@@ -148,7 +148,7 @@ func (c *Cluster) startCoreDNS(ctx context.Context) error {
 		return err
 	}
 	conf := c.path("coredns", "Corefile")
-	if err := os.WriteFile(conf, []byte(corefile(c.Ports.DNS, kubeconfig, DNSZones())), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(corefile("127.0.0.1", c.Ports.DNS, kubeconfig, DNSZones())), 0o644); err != nil {
 		return err
 	}
 	p, err := c.start(ctx, "coredns", "coredns", []string{"-conf", conf}, nil)

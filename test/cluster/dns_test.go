@@ -38,15 +38,15 @@ func TestReverseZones(t *testing.T) {
 }
 
 func TestDNSZones(t *testing.T) {
-	want := []string{"cluster.local", "244.10.in-addr.arpa", "0.0.10.in-addr.arpa"}
+	want := []string{"cluster.local", "244.10.in-addr.arpa", "0.0.10.in-addr.arpa", "88.10.in-addr.arpa"}
 	if got := DNSZones(); !slices.Equal(got, want) {
-		t.Errorf("DNSZones() = %v, want %v (cluster domain, pod CIDR %s, service CIDR %s)", got, want, PodCIDR, ServiceCIDR)
+		t.Errorf("DNSZones() = %v, want %v (cluster domain, pod CIDR %s, service CIDR %s, real nodes' CIDR %s)", got, want, PodCIDR, ServiceCIDR, RealNodeCIDR)
 	}
 }
 
 func TestCorefile(t *testing.T) {
 	zones := []string{"cluster.local", "244.10.in-addr.arpa"}
-	cf := corefile(10053, "/work/coredns/kubeconfig", zones)
+	cf := corefile("127.0.0.1", 10053, "/work/coredns/kubeconfig", zones)
 	var header string
 	for _, l := range strings.Split(cf, "\n") {
 		if l != "" && !strings.HasPrefix(l, "#") {

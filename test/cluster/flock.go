@@ -190,6 +190,9 @@ func (c *Cluster) flockArgs(port, etcdPort, etcdPeerPort int, dataDir string, ex
 		"--embedded-etcd-client-port=" + strconv.Itoa(etcdPort),
 		"--embedded-etcd-peer-port=" + strconv.Itoa(etcdPeerPort),
 	}
+	if c.opts.DataRoot != "" {
+		args = append(args, "--data-root="+c.opts.DataRoot)
+	}
 	return append(args, extra...)
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -33,11 +34,21 @@ func (e *AlreadyRunningError) Error() string {
 type dirLock struct {
 	f    *os.File
 	path string
+	// keep leaves the file in place on release: a lock file at a fixed path
+	// that several processes race for must not be removed, or two of them
+	// could each lock a different file of the same name.
+	keep bool
 }
 
 // lockDir takes the lock of dir or returns *AlreadyRunningError.
 func lockDir(dir string) (*dirLock, error) {
-	path := dir + "/" + LockFileName
+	return lockFile(dir+"/"+LockFileName, false)
+}
+
+// lockFile takes the lock file at path or returns *AlreadyRunningError
+// naming its directory and holder; keep leaves the file on release.
+func lockFile(path string, keep bool) (*dirLock, error) {
+	dir := filepath.Dir(path)
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return nil, err
@@ -59,7 +70,7 @@ func lockDir(dir string) (*dirLock, error) {
 		f.Close()
 		return nil, err
 	}
-	return &dirLock{f: f, path: path}, nil
+	return &dirLock{f: f, path: path, keep: keep}, nil
 }
 
 // ReadLockPID returns the PID recorded in dir's lock file, or 0.
@@ -76,6 +87,8 @@ func (l *dirLock) release() {
 	if l == nil {
 		return
 	}
-	os.Remove(l.path)
+	if !l.keep {
+		os.Remove(l.path)
+	}
 	l.f.Close()
 }

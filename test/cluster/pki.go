@@ -76,6 +76,9 @@ type PKI struct {
 	KubeAPIServer *KeyPair
 	// Admin is a client certificate for user "admin" in group system:masters.
 	Admin *KeyPair
+	// KubeletClient is kube-apiserver's client certificate for kubelets
+	// (logs, exec): user kube-apiserver-kubelet-client in system:masters.
+	KubeletClient *KeyPair
 	// FrontProxyClient is the aggregator's client certificate (CN front-proxy-client).
 	FrontProxyClient *KeyPair
 	// FlockAPIServer is flock-apiserver's serving certificate, valid for
@@ -128,6 +131,7 @@ func NewPKI(dir string) (*PKI, error) {
 			dnsNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
 			ips:      []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP("10.0.0.1")}}, &p.KubeAPIServer},
 		{clusterCA, certSpec{name: "admin", cn: "admin", orgs: []string{"system:masters"}, client: true}, &p.Admin},
+		{clusterCA, certSpec{name: "kubelet-client", cn: "kube-apiserver-kubelet-client", orgs: []string{"system:masters"}, client: true}, &p.KubeletClient},
 		{frontProxyCA, certSpec{name: "front-proxy-client", cn: FrontProxyClientName, client: true}, &p.FrontProxyClient},
 		{clusterCA, certSpec{name: "flock-apiserver", cn: "flock-apiserver", server: true,
 			dnsNames: []string{FlockServiceDNSName, "localhost"}, ips: loopbackIPs}, &p.FlockAPIServer},

@@ -3,9 +3,11 @@
 // to use it, stays in the foreground until Ctrl-C or SIGTERM, then stops every
 // process it started and exits 0.
 //
-// Environment: NODES (kwok nodes, default 3), KUBE_APISERVER_PORT (default
-// 6443), FLOCK_APISERVER_PORT (default 9443; 0 picks free ports), DNS_PORT
-// (CoreDNS, UDP and TCP; default 0: a free port, printed), FLOCK_ARGS (extra
+// Environment: NODES (kwok nodes, default 3), REAL_NODES (real nodes: kubelet
+// with containerd on this machine; default 1 when the machine can run one,
+// else 0 and a one-line reason), KUBE_APISERVER_PORT (default 6443),
+// FLOCK_APISERVER_PORT (default 9443; 0 picks free ports), DNS_PORT (CoreDNS,
+// UDP and TCP; default 0: a free port, printed), FLOCK_ARGS (extra
 // flock-apiserver flags, space separated).
 package main
 
@@ -51,7 +53,7 @@ func run() int {
 	if opts.WithoutDNS {
 		fmt.Fprintf(os.Stderr, "local-up: WARNING: no coredns in %s; starting without cluster DNS (`make tools` builds it)\n", opts.BinDir)
 	}
-	fmt.Printf("local-up: starting a local control plane in %s with %d kwok nodes ...\n", opts.WorkDir, opts.Nodes)
+	fmt.Printf("local-up: starting a local control plane in %s with %d kwok nodes and %d real nodes ...\n", opts.WorkDir, max(opts.Nodes, 0), opts.RealNodes)
 	c, err := cluster.Up(ctx, opts)
 	if err != nil {
 		var running *cluster.AlreadyRunningError
@@ -133,7 +135,46 @@ func options(binDir, workDir string) (cluster.Options, error) {
 		opts.WithoutDNS = true
 	}
 	opts.FlockArgs = strings.Fields(os.Getenv("FLOCK_ARGS"))
+	if err := realNodes(&opts); err != nil {
+		return opts, err
+	}
 	return opts, nil
+}
+
+// realNodes applies REAL_NODES: by default one real node when this machine
+// can run it, else none with the reason on one line.
+func realNodes(opts *cluster.Options) error {
+	support := cluster.RealNodeSupport(opts.BinDir)
+	if support == nil && opts.WithoutDNS {
+		support = errors.New("real nodes need the cluster DNS (coredns)")
+	}
+	v := os.Getenv("REAL_NODES")
+	switch {
+	case v == "" && support != nil:
+		fmt.Fprintf(os.Stderr, "local-up: no real node: %v\n", support)
+		return nil
+	case v == "":
+		opts.RealNodes = 1
+	default:
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 8 {
+			return fmt.Errorf("REAL_NODES=%q: want a number from 0 to 8", v)
+		}
+		if n > 0 && support != nil {
+			return fmt.Errorf("REAL_NODES=%d: %w", n, support)
+		}
+		opts.RealNodes = n
+	}
+	if opts.RealNodes > 0 {
+		// Members' data directories, on the real nodes' host; the cleanup
+		// helper runs the offline test image (no registry is reachable);
+		// the taint keeps Flocks of registry images (the example's nginx)
+		// off the real nodes.
+		opts.DataRoot = filepath.Join(opts.WorkDir, "data")
+		opts.TaintRealNodes = true
+		opts.FlockArgs = append([]string{"--cleanup-image=" + cluster.TestImage}, opts.FlockArgs...)
+	}
+	return nil
 }
 
 func portEnv(name string, def int) (int, error) {
@@ -173,11 +214,30 @@ kube-apiserver:  %s
 flock-apiserver: %s (direct; needs a client certificate)
 cluster DNS:     %s
 nodes:           %s
+real nodes:      %s
 logs:            %s/*.log
 
 Press Ctrl-C to stop everything.
 `, cluster.APIServiceName, c.KubeconfigPath, opts.BinDir, cluster.APIServiceName,
-		dnsExample(c), c.KubeAPIServerURL, c.FlockAPIServerURL, dnsSummary(c), strings.Join(c.NodeNames, " "), rel(c.LogDir()))
+		dnsExample(c), c.KubeAPIServerURL, c.FlockAPIServerURL, dnsSummary(c), strings.Join(c.NodeNames, " "), realSummary(c), rel(c.LogDir()))
+}
+
+// realSummary lists the real nodes with their address, and where members'
+// data directories are on this machine.
+func realSummary(c *cluster.Cluster) string {
+	rns := c.RealNodes()
+	if len(rns) == 0 {
+		return "none (REAL_NODES=0, or this machine cannot run one)"
+	}
+	var parts []string
+	for _, rn := range rns {
+		parts = append(parts, fmt.Sprintf("%s (%s, pods in %s)", rn.Name, rn.BridgeIP, rn.Subnet))
+	}
+	return fmt.Sprintf(`%s
+                 label %s=true, taint %s:NoSchedule; offline image %s
+                 data directories: %s/<namespace>/<flock>
+                 try: kubectl apply -f artifacts/examples/flock-real-node.yaml`,
+		strings.Join(parts, " "), cluster.RealNodeLabel, cluster.RealNodeTaint, cluster.TestImage, c.DataRoot())
 }
 
 // dnsSummary names CoreDNS's address and port and the zones it serves.
