@@ -73,6 +73,18 @@ func command(name string) func(e env) (string, string) {
 	}
 }
 
+// anyFile is a check that one of paths exists.
+func anyFile(paths ...string) func(e env) (string, string) {
+	return func(env) (string, string) {
+		for _, p := range paths {
+			if _, err := os.Stat(p); err == nil {
+				return p, ""
+			}
+		}
+		return "", strings.Join(paths, " and ") + ": none exists"
+	}
+}
+
 // versionAtLeast is a check that `name args...` prints a version
 // (major.minor) of at least want.
 func versionAtLeast(name string, want [2]int, args ...string) func(e env) (string, string) {
@@ -143,6 +155,12 @@ var prereqs = []prereq{
 			return "", "no kubectl on PATH other than the built " + filepath.Join(e.binDir, "kubectl") +
 				", and no " + filepath.Join(e.binDir, syskubectl.SkewName)
 		}},
+	{name: "ip", usedBy: "the real nodes' bridges (make test-e2e-real, local-up)", debian: "iproute2", check: command("ip")},
+	{name: "cni-plugins", usedBy: "the real nodes' pod network (bridge, host-local, loopback in /usr/lib/cni)",
+		debian: "containernetworking-plugins", check: anyFile("/usr/lib/cni/bridge")},
+	{name: "libseccomp", usedBy: "runc's seccomp support, linked statically by make tools", debian: "libseccomp-dev",
+		check: anyFile("/usr/lib/x86_64-linux-gnu/libseccomp.a", "/usr/lib/aarch64-linux-gnu/libseccomp.a", "/usr/lib/libseccomp.a")},
+	{name: "gcc", usedBy: "building runc (cgo) in make tools", debian: "gcc", check: command("gcc")},
 	{name: "dig", usedBy: "trying local-up's DNS by hand (the README); no test needs it", debian: "dnsutils",
 		optional: true, check: command("dig")},
 }

@@ -320,7 +320,7 @@ func ctlCheckMemberPod(t *testing.T, pod *corev1.Pod, f *flockv1alpha1.Flock, or
 			data = &pod.Spec.Volumes[i]
 		}
 	}
-	wantPath := "/var/lib/flock/" + f.Namespace + "/" + f.Name
+	wantPath := memberHostDir(f.Namespace, f.Name, 0)
 	switch {
 	case data == nil:
 		t.Errorf("pod %s: no volume %q among %+v", pod.Name, volume, pod.Spec.Volumes)

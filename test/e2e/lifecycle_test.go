@@ -391,7 +391,7 @@ func TestLifecycleScaleDownDeletesData(t *testing.T) {
 		case e.Type == watch.Added:
 			added = true
 			if p.Spec.NodeName != node2 || lcDataPath(p, "data") != dataPath || len(p.Spec.Volumes) != 1 ||
-				p.Spec.RestartPolicy != corev1.RestartPolicyNever || p.Spec.Containers[0].Image != flockcontroller.DefaultCleanupImage {
+				p.Spec.RestartPolicy != corev1.RestartPolicyNever || p.Spec.Containers[0].Image != cluster.TestImage {
 				t.Errorf("cleanup pod: node %s (want %s), volumes %+v (want only %s), restartPolicy %s, image %s",
 					p.Spec.NodeName, node2, p.Spec.Volumes, dataPath, p.Spec.RestartPolicy, p.Spec.Containers[0].Image)
 			}

@@ -40,7 +40,7 @@ func TestLocalUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	baseEnv := append(os.Environ(), "FLOCK_TOOLS_BIN="+env.BinDir(), "NODES=2",
+	baseEnv := append(os.Environ(), "FLOCK_TOOLS_BIN="+env.BinDir(), "NODES=2", "REAL_NODES=0",
 		"KUBE_APISERVER_PORT=0", "FLOCK_APISERVER_PORT=0")
 	baseEnv = withoutEnv(baseEnv, "FLOCK_BIN", "KUBECONFIG", "MAKEFLAGS", "MAKELEVEL")
 

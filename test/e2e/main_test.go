@@ -100,11 +100,17 @@ func runMain(m *testing.M) int {
 
 	upCtx, upCancel := context.WithTimeout(ctx, upTimeout)
 	c, err := cluster.Up(upCtx, cluster.Options{
-		BinDir:    binDir,
-		WorkDir:   workDir,
-		RepoRoot:  root,
-		Nodes:     3,
-		FlockArgs: strings.Fields(os.Getenv("FLOCK_E2E_FLOCK_ARGS")),
+		BinDir:   binDir,
+		WorkDir:  workDir,
+		RepoRoot: root,
+		Nodes:    3,
+		// Real nodes (realnode_test.go) are added when a test needs them,
+		// tainted so that only Flocks meant for them land there; their
+		// members' data is under the work directory, and the cleanup
+		// helper runs the offline test image.
+		TaintRealNodes: true,
+		DataRoot:       filepath.Join(workDir, "data"),
+		FlockArgs:      append([]string{"--cleanup-image=" + cluster.TestImage}, strings.Fields(os.Getenv("FLOCK_E2E_FLOCK_ARGS"))...),
 	})
 	upCancel()
 	if err != nil {

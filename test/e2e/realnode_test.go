@@ -1,0 +1,407 @@
+package e2e
+
+// The real-node lane (`make test-e2e-real`, tests named TestRealNode*): Flocks
+// pinned to real nodes (kubelet with containerd on this machine, started
+// once for the run when the first of these tests needs them), so data
+// directories are really mounted and names really resolved from inside
+// member pods. Only one harness per machine can run real nodes: when another
+// holds them the tests skip and say so (FLOCK_E2E_REQUIRE_REAL_NODES=1, as
+// in CI, makes that a failure). TestRealNodeTeardown, last, stops them and
+// proves the machine is as before.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/test/cluster"
+)
+
+var (
+	realOnce  sync.Once
+	realErr   error
+	realNodes []*cluster.RealNode
+	// realBefore is the machine's state before the real nodes started.
+	realBefore cluster.MachineState
+)
+
+// needRealNodes returns the run's real nodes, starting one the first time;
+// the test skips (or fails, with FLOCK_E2E_REQUIRE_REAL_NODES=1) when the
+// machine cannot run it.
+func needRealNodes(t *testing.T) []*cluster.RealNode {
+	t.Helper()
+	realOnce.Do(func() {
+		if realErr = cluster.RealNodeSupport(env.BinDir()); realErr != nil {
+			return
+		}
+		realBefore = cluster.SnapshotMachine(env.BinDir())
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		start := time.Now()
+		realNodes, realErr = env.AddRealNodes(klogContext(ctx), 1)
+		if realErr == nil {
+			fmt.Fprintf(os.Stderr, "e2e: real node %s Ready in %s\n", realNodes[0].Name, time.Since(start).Round(time.Millisecond))
+		}
+	})
+	var unavailable *cluster.RealNodesUnavailableError
+	switch {
+	case realErr == nil && len(env.RealNodes()) == 0:
+		t.Skip("the real nodes were stopped by TestRealNodeTeardown")
+	case errors.As(realErr, &unavailable) && os.Getenv("FLOCK_E2E_REQUIRE_REAL_NODES") != "1":
+		t.Skipf("skipping: %v", realErr)
+	case realErr != nil:
+		t.Fatalf("starting a real node: %v", realErr)
+	}
+	return realNodes
+}
+
+func klogContext(ctx context.Context) context.Context {
+	return klog.NewContext(ctx, klog.Background())
+}
+
+// realFlock is a Flock of the test image pinned to the real nodes, with its
+// data directory mounted at /data.
+func realFlock(name, ns string, replicas int32) *flockv1alpha1.Flock {
+	f := newFlock(name, ns, replicas)
+	spec := &f.Spec.Template.Spec
+	c := &spec.Containers[0]
+	c.Image, c.Command, c.ImagePullPolicy = cluster.TestImage, nil, corev1.PullIfNotPresent
+	c.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	grace := int64(2)
+	spec.TerminationGracePeriodSeconds = &grace
+	spec.Tolerations = []corev1.Toleration{{Key: cluster.RealNodeTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	f.Spec.Placement.NodeSelector = map[string]string{cluster.RealNodeLabel: "true"}
+	return f
+}
+
+// memberHostDir is where member ord of Flock ns/name keeps its data on its
+// real node's host: <data-root>/<namespace>/<flock>, as the README says.
+func memberHostDir(ns, name string, ord int) string {
+	_ = ord // every member of a Flock has the same path, on its own node
+	return filepath.Join(env.DataRoot(), ns, name)
+}
+
+// memberExec runs flock-test in the member pod with the built kubectl.
+func memberExec(ctx context.Context, ns, pod string, args ...string) (string, error) {
+	res, err := env.Kubectl(ctx, env.KubectlBuilt(), append([]string{"exec", "-n", ns, pod, "-c", "app", "--", "/flock-test"}, args...)...)
+	if err != nil {
+		return "", err
+	}
+	return res.Stdout, nil
+}
+
+// waitRealMember waits until pod ns/name runs Ready on node and returns it;
+// a pod with uid old does not count.
+func waitRealMember(t *testing.T, ns, name, node string, old string) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	eventually(t, availableTimeout, fmt.Sprintf("pod %s/%s Ready on %s", ns, name, node), func(ctx context.Context) error {
+		p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		switch {
+		case string(p.UID) == old:
+			return fmt.Errorf("still the old pod %s", p.UID)
+		case p.Spec.NodeName != node:
+			return fmt.Errorf("on node %q", p.Spec.NodeName)
+		case !podReady(p):
+			return fmt.Errorf("phase %s, conditions %+v, statuses %+v", p.Status.Phase, p.Status.Conditions, p.Status.ContainerStatuses)
+		}
+		pod = p
+		return nil
+	})
+	return pod
+}
+
+// `local-up` with REAL_NODES=1 (in a fresh copy of the checkout, with the
+// built binaries): the banner names the real node, `kubectl get nodes -o
+// wide` shows it with its container runtime, the real-node example Flock
+// runs there, `kubectl logs` and `kubectl exec` work for its member, and
+// SIGTERM tears everything down so the machine is as before. It runs first
+// in the lane, before the suite's own real node takes the machine's lock.
+func TestRealNodeLocalUp(t *testing.T) {
+	if len(env.RealNodes()) > 0 {
+		t.Skip("this run already holds the machine's real nodes")
+	}
+	if err := cluster.RealNodeSupport(env.BinDir()); err != nil {
+		if os.Getenv("FLOCK_E2E_REQUIRE_REAL_NODES") == "1" {
+			t.Fatal(err)
+		}
+		t.Skipf("skipping: %v", err)
+	}
+	before := cluster.SnapshotMachine(env.BinDir())
+	fresh := copyCheckout(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
+	defer cancel()
+	up := exec.Command(filepath.Join(fresh, "hack", "local-up.sh"))
+	up.Env = append(withoutEnv(os.Environ(), "KUBECONFIG"), "FLOCK_BIN="+env.BinDir(), "NODES=1", "REAL_NODES=1",
+		"KUBE_APISERVER_PORT=0", "FLOCK_APISERVER_PORT=0")
+	var stdout, stderr syncBuffer
+	pr, pw := io.Pipe()
+	up.Stdout, up.Stderr = io.MultiWriter(&stdout, pw), &stderr
+	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := up.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- up.Wait(); pw.Close() }()
+	stopped := false
+	stop := func() error {
+		if stopped {
+			return nil
+		}
+		stopped = true
+		_ = syscall.Kill(up.Process.Pid, syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			return err
+		case <-time.After(3 * time.Minute):
+			_ = syscall.Kill(-up.Process.Pid, syscall.SIGKILL)
+			return errors.New("local-up did not exit within 3 minutes of SIGTERM")
+		}
+	}
+	t.Cleanup(func() {
+		_ = stop()
+		t.Logf("local-up stdout:\n%s\nstderr (tail):\n%s", stdout.String(), tail(stderr.String(), 40))
+	})
+	line := newLineReader(pr).waitFor(t, regexp.MustCompile(`^\s*export KUBECONFIG=`), 5*time.Minute)
+	kubeconfig := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "export KUBECONFIG="))
+	if out := stdout.String(); !regexp.MustCompile(`real nodes:\s+real-1 \(10\.88\.1\.1`).MatchString(out) {
+		t.Errorf("the banner does not show real-1:\n%s", out)
+	}
+	k := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, env.KubectlBuilt().Path, args...)
+		cmd.Env = append(withoutEnv(os.Environ(), "KUBECONFIG"), "KUBECONFIG="+kubeconfig, "HOME="+t.TempDir())
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	out, err := k("get", "nodes", "-o", "wide", "--no-headers")
+	if err != nil || !regexp.MustCompile(`(?m)^real-1\s+Ready\s.*\s10\.88\.1\.1\s.*containerd://v?2\.`).MatchString(out) {
+		t.Errorf("get nodes -o wide: want real-1 Ready at 10.88.1.1 with containerd: %v\n%s", err, out)
+	}
+	if out, err := k("apply", "-f", filepath.Join(fresh, "artifacts", "examples", "flock-real-node.yaml")); err != nil {
+		t.Fatalf("apply the real-node example: %v\n%s", err, out)
+	}
+	eventually(t, availableTimeout, "real-0 Ready on real-1", func(ctx context.Context) error {
+		out, err := k("get", "pod", "real-0", "-o", `jsonpath={.spec.nodeName} {.status.conditions[?(@.type=="Ready")].status}`)
+		if err != nil || out != "real-1 True" {
+			return fmt.Errorf("%q, %v", out, err)
+		}
+		return nil
+	})
+	if out, err := k("logs", "real-0"); err != nil || !strings.Contains(out, "flock-test: sleeping") {
+		t.Errorf("kubectl logs real-0: %v\n%s", err, out)
+	}
+	if out, err := k("exec", "real-0", "--", "/flock-test", "dns", "a", "real-0.real.default.svc.cluster.local."); err != nil || !strings.HasPrefix(out, "10.88.1.") {
+		t.Errorf("kubectl exec real-0 (its own name from inside): %v\n%s", err, out)
+	}
+
+	if err := stop(); err != nil {
+		t.Errorf("local-up after SIGTERM: %v, want exit 0\n%s", err, tail(stderr.String(), 20))
+	}
+	if diff := cluster.SnapshotMachine(env.BinDir()).Diff(before); len(diff) > 0 {
+		t.Errorf("the machine differs after local-up stopped:\n  %s", strings.Join(diff, "\n  "))
+	}
+}
+
+// A member's data outlives its pod: written from inside the pod, it is on
+// the host where the README says, and the recreated pod (same node) reads
+// it back. kubectl logs and exec work for the member.
+func TestRealNodeDataSurvivesPodRecreation(t *testing.T) {
+	node := needRealNodes(t)[0]
+	ns := newNamespace(t)
+	const name = "keep"
+	createFlock(t, realFlock(name, ns, 1))
+	pod := waitRealMember(t, ns, name+"-0", node.Name, "")
+	if !strings.HasPrefix(pod.Status.PodIP, "10.88.") {
+		t.Errorf("pod IP %s is not on the real node's bridge (%s)", pod.Status.PodIP, node.Subnet)
+	}
+
+	token := fmt.Sprintf("written-by-%s", pod.UID)
+	if _, err := memberExec(ctxFor(t), ns, pod.Name, "write", "/data/hello", token); err != nil {
+		t.Fatalf("kubectl exec write: %v", err)
+	}
+	onHost, err := os.ReadFile(filepath.Join(memberHostDir(ns, name, 0), "hello"))
+	if err != nil || string(onHost) != token {
+		t.Fatalf("host file %s: %q, %v; want %q", filepath.Join(memberHostDir(ns, name, 0), "hello"), onHost, err, token)
+	}
+	logs, err := env.Kubectl(ctxFor(t), env.KubectlBuilt(), "logs", "-n", ns, pod.Name, "-c", "app")
+	if err != nil || !strings.Contains(logs.Stdout, "flock-test: sleeping") {
+		t.Errorf("kubectl logs: %v, %+v", err, logs)
+	}
+
+	kubectl(t, env.KubectlBuilt(), "delete", "pod", "-n", ns, pod.Name)
+	again := waitRealMember(t, ns, pod.Name, node.Name, string(pod.UID))
+	got, err := memberExec(ctxFor(t), ns, again.Name, "read", "/data/hello")
+	if err != nil || got != token {
+		t.Fatalf("the recreated pod reads %q, %v; want %q", got, err, token)
+	}
+}
+
+// Scale-down with whenScaled Delete really removes the directory on the
+// host (the cleanup helper runs on the real node); with Retain it stays and
+// a scale-up mounts it again.
+func TestRealNodeRetention(t *testing.T) {
+	node := needRealNodes(t)[0]
+	ns := newNamespace(t)
+	for _, policy := range []flockv1alpha1.RetentionPolicyType{flockv1alpha1.RetainRetentionPolicy, flockv1alpha1.DeleteRetentionPolicy} {
+		name := strings.ToLower(string(policy))
+		f := realFlock(name, ns, 1)
+		f.Spec.Storage.Retention.WhenScaled = policy
+		createFlock(t, f)
+		pod := waitRealMember(t, ns, name+"-0", node.Name, "")
+		if _, err := memberExec(ctxFor(t), ns, pod.Name, "write", "/data/kept", string(policy)); err != nil {
+			t.Fatalf("%s: write: %v", policy, err)
+		}
+		file := filepath.Join(memberHostDir(ns, name, 0), "kept")
+		if _, err := os.Stat(file); err != nil {
+			t.Fatalf("%s: %v", policy, err)
+		}
+
+		scaleFlock(t, ns, name, 0)
+		eventually(t, availableTimeout, name+" scaled to 0 with its data handled", func(ctx context.Context) error {
+			f, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if len(f.Status.Members) != 0 {
+				return fmt.Errorf("members %+v", f.Status.Members)
+			}
+			if _, err := env.Kube.CoreV1().Pods(ns).Get(ctx, name+"-0", metav1.GetOptions{}); err == nil {
+				return errors.New("pod still there")
+			}
+			return nil
+		})
+		entries, err := os.ReadDir(memberHostDir(ns, name, 0))
+		switch policy {
+		case flockv1alpha1.DeleteRetentionPolicy:
+			if err == nil && len(entries) > 0 {
+				t.Errorf("Delete: %s still holds %v after the scale-down", memberHostDir(ns, name, 0), entryNames(entries))
+			}
+		default:
+			if data, err := os.ReadFile(file); err != nil || string(data) != string(policy) {
+				t.Fatalf("Retain: %s after the scale-down: %q, %v", file, data, err)
+			}
+			scaleFlock(t, ns, name, 1)
+			back := waitRealMember(t, ns, name+"-0", node.Name, string(pod.UID))
+			if got, err := memberExec(ctxFor(t), ns, back.Name, "read", "/data/kept"); err != nil || got != string(policy) {
+				t.Errorf("Retain: after the scale-up the member reads %q, %v", got, err)
+			}
+			scaleFlock(t, ns, name, 0)
+		}
+	}
+}
+
+func entryNames(es []os.DirEntry) []string {
+	var out []string
+	for _, e := range es {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// scaleFlock sets spec.replicas through the scale subresource.
+func scaleFlock(t *testing.T, ns, name string, n int) {
+	t.Helper()
+	kubectl(t, env.KubectlBuilt(), "scale", "flock", name, "-n", ns, fmt.Sprintf("--replicas=%d", n))
+}
+
+// From inside a member pod on a real node (its resolv.conf points at the
+// node's CoreDNS): every member's name resolves to its pod IP, the SRV
+// record lists all members, each member IP's PTR is its name, and after a
+// member's pod is recreated with a new IP the name follows. Members 1 and 2
+// run on kwok nodes, so the Flock spans three nodes on one machine.
+func TestRealNodeDNSFromInsideAPod(t *testing.T) {
+	node := needRealNodes(t)[0]
+	ns := newNamespace(t)
+	const name = "dns"
+	f := realFlock(name, ns, 3)
+	f.Spec.Placement.NodeSelector = nil
+	f.Spec.Placement.Nodes = []string{node.Name, env.NodeNames[0], env.NodeNames[1]}
+	f.Spec.Template.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: dnsPortName, ContainerPort: dnsPort, Protocol: corev1.ProtocolTCP}}
+	createFlock(t, f)
+	members := waitDNSMembers(t, ns, name, true)
+	if members[0].Node != node.Name {
+		t.Fatalf("member 0 on %s, want %s", members[0].Node, node.Name)
+	}
+	from := members[0].Pod
+
+	check := func(what string, members []dnsMember) {
+		t.Helper()
+		eventually(t, availableTimeout, what, func(ctx context.Context) error {
+			var want []string
+			for _, m := range members {
+				out, err := memberExec(ctx, ns, from, "dns", "a", m.FQDN+".")
+				if err != nil {
+					return fmt.Errorf("A %s: %w", m.FQDN, err)
+				}
+				if strings.TrimSpace(out) != m.IP {
+					return fmt.Errorf("A %s = %q, want %s", m.FQDN, out, m.IP)
+				}
+				out, err = memberExec(ctx, ns, from, "dns", "ptr", m.IP)
+				if err != nil {
+					return fmt.Errorf("PTR %s: %w", m.IP, err)
+				}
+				if strings.TrimSpace(out) != m.FQDN+"." {
+					return fmt.Errorf("PTR %s = %q, want %s.", m.IP, out, m.FQDN)
+				}
+				want = append(want, fmt.Sprintf("%s. %d", m.FQDN, dnsPort))
+			}
+			srv := fmt.Sprintf("_%s._tcp.%s.%s.svc.%s.", dnsPortName, name, ns, cluster.ClusterDomain)
+			out, err := memberExec(ctx, ns, from, "dns", "srv", srv)
+			if err != nil {
+				return fmt.Errorf("SRV %s: %w", srv, err)
+			}
+			slices.Sort(want)
+			if got := strings.Split(strings.TrimSpace(out), "\n"); !slices.Equal(got, want) {
+				return fmt.Errorf("SRV %s = %q, want %q", srv, got, want)
+			}
+			return nil
+		})
+	}
+	check("every member's A, PTR and SRV records from inside "+from, members)
+
+	// Member 0's new pod gets another address from the node's bridge
+	// (host-local allocates round-robin); every name, its own included,
+	// must follow from inside it.
+	moved := deleteMemberPod(t, ns, name, members[0])
+	if moved.IP == members[0].IP {
+		t.Errorf("member 0 came back with the same IP %s; the test needs a new one", moved.IP)
+	}
+	members[0] = moved
+	from = moved.Pod
+	check("member 0's name follows its new pod IP "+moved.IP, members)
+}
+
+// TestRealNodeTeardown runs last in the lane: it stops the real nodes and
+// checks that no process, mount, bridge, cgroup, fixed path or sysctl is
+// left changed.
+func TestRealNodeTeardown(t *testing.T) {
+	needRealNodes(t)
+	if err := env.StopRealNodes(klogContext(ctxFor(t))); err != nil {
+		t.Errorf("StopRealNodes: %v", err)
+	}
+	if diff := cluster.SnapshotMachine(env.BinDir()).Diff(realBefore); len(diff) > 0 {
+		t.Errorf("the machine differs after the real nodes' teardown:\n  %s", strings.Join(diff, "\n  "))
+	}
+	if _, err := env.Kube.CoreV1().Nodes().Get(ctxFor(t), realNodes[0].Name, metav1.GetOptions{}); err == nil {
+		t.Errorf("node %s still exists", realNodes[0].Name)
+	}
+}
