@@ -110,7 +110,7 @@ func runMain(m *testing.M) int {
 		// helper runs the offline test image.
 		TaintRealNodes: true,
 		DataRoot:       filepath.Join(workDir, "data"),
-		FlockArgs:      append([]string{"--cleanup-image=" + cluster.TestImage}, strings.Fields(os.Getenv("FLOCK_E2E_FLOCK_ARGS"))...),
+		FlockArgs:      append([]string{"--helper-image=" + cluster.TestImage}, strings.Fields(os.Getenv("FLOCK_E2E_FLOCK_ARGS"))...),
 	})
 	upCancel()
 	if err != nil {

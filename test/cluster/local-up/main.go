@@ -172,7 +172,7 @@ func realNodes(opts *cluster.Options) error {
 		// off the real nodes.
 		opts.DataRoot = filepath.Join(opts.WorkDir, "data")
 		opts.TaintRealNodes = true
-		opts.FlockArgs = append([]string{"--cleanup-image=" + cluster.TestImage}, opts.FlockArgs...)
+		opts.FlockArgs = append([]string{"--helper-image=" + cluster.TestImage}, opts.FlockArgs...)
 	}
 	return nil
 }

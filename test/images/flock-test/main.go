@@ -13,7 +13,8 @@
 //	                      (asking the nameserver of /etc/resolv.conf)
 //	sh -c SCRIPT          the subset of sh the Flock cleanup helper uses:
 //	                      commands separated by ';' or '&&', words split on
-//	                      blanks, globs expanded; commands rm, mkdir, true
+//	                      blanks, globs expanded; commands rm (always -rf),
+//	                      mkdir (always -p), chmod OCTAL, chown UID:GID, true
 //
 // Called as "sh" (the image links /bin/sh to it) it is the sh applet.
 package main
@@ -271,6 +272,52 @@ func run(cmd string, args []string) error {
 			}
 		}
 		return nil
+	case "chmod":
+		if len(operands) < 2 {
+			return errors.New("chmod: want MODE FILE...")
+		}
+		mode, err := strconv.ParseUint(operands[0], 8, 32)
+		if err != nil {
+			return fmt.Errorf("chmod: only octal modes are supported: %q", operands[0])
+		}
+		for _, p := range operands[1:] {
+			if err := os.Chmod(p, os.FileMode(mode&0o777)|modeBits(mode)); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "chown":
+		if len(operands) < 2 {
+			return errors.New("chown: want UID:GID FILE...")
+		}
+		u, g, ok := strings.Cut(operands[0], ":")
+		uid, errU := strconv.Atoi(u)
+		gid, errG := strconv.Atoi(g)
+		if !ok || errU != nil || errG != nil {
+			return fmt.Errorf("chown: only numeric UID:GID is supported: %q", operands[0])
+		}
+		for _, p := range operands[1:] {
+			if err := os.Chown(p, uid, gid); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	return fmt.Errorf("sh: command %q is not supported (flags %v)", cmd, flags)
+}
+
+// modeBits turns the setuid, setgid and sticky bits of an octal mode into
+// Go's file mode bits.
+func modeBits(mode uint64) os.FileMode {
+	var m os.FileMode
+	if mode&0o4000 != 0 {
+		m |= os.ModeSetuid
+	}
+	if mode&0o2000 != 0 {
+		m |= os.ModeSetgid
+	}
+	if mode&0o1000 != 0 {
+		m |= os.ModeSticky
+	}
+	return m
 }
