@@ -435,20 +435,7 @@ func TestKustomizeDryRunServer(t *testing.T) {
 	})
 
 	t.Run("every overlay on a bare control plane", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), upTimeout)
-		bare, err := cluster.Up(ctx, cluster.Options{
-			BinDir: env.BinDir(), WorkDir: filepath.Join(t.TempDir(), "bare"), RepoRoot: root,
-			Nodes: -1, WithoutFlock: true,
-		})
-		cancel()
-		if err != nil {
-			t.Fatalf("a bare control plane: %v", err)
-		}
-		defer func() {
-			if err := bare.Down(); err != nil {
-				t.Errorf("stopping the bare control plane: %v", err)
-			}
-		}()
+		bare := ownControlPlane(t, "bare", cluster.Options{Nodes: -1, WithoutFlock: true})
 		// A dry-run Namespace does not exist for the objects in it: create
 		// the namespace for real, as `kubectl create namespace` would.
 		if _, err := bare.Kube.CoreV1().Namespaces().Create(ctxFor(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cluster.FlockNamespace}}, metav1.CreateOptions{}); err != nil {

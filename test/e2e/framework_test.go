@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -123,6 +124,28 @@ func newNamespace(t *testing.T) string {
 		}
 	})
 	return name
+}
+
+// ownControlPlane brings up a control plane of the test's own next to env
+// (same binaries, a work directory under t.TempDir(), opts for the rest),
+// bounded by upTimeout, and stops it when the test ends. what names it in
+// messages.
+func ownControlPlane(t *testing.T, what string, opts cluster.Options) *cluster.Cluster {
+	t.Helper()
+	opts.BinDir, opts.RepoRoot = env.BinDir(), env.RepoRoot()
+	opts.WorkDir = filepath.Join(t.TempDir(), what)
+	ctx, cancel := context.WithTimeout(t.Context(), upTimeout)
+	c, err := cluster.Up(ctx, opts)
+	cancel()
+	if err != nil {
+		t.Fatalf("the %s control plane: %v", what, err)
+	}
+	t.Cleanup(func() {
+		if err := c.Down(); err != nil {
+			t.Errorf("stopping the %s control plane: %v", what, err)
+		}
+	})
+	return c
 }
 
 // flockManifest is a minimal valid Flock as YAML.

@@ -37,19 +37,7 @@ func TestReadmeTour(t *testing.T) {
 
 	// Its own control plane: the tour starts from an empty cluster, and the
 	// shared one carries other tests' Flocks (which change placement).
-	ctx, cancel := context.WithTimeout(t.Context(), upTimeout)
-	c, err := cluster.Up(ctx, cluster.Options{
-		BinDir: env.BinDir(), WorkDir: filepath.Join(t.TempDir(), "tour"), RepoRoot: root, Nodes: 3,
-	})
-	cancel()
-	if err != nil {
-		t.Fatalf("a control plane for the tour: %v", err)
-	}
-	defer func() {
-		if err := c.Down(); err != nil {
-			t.Errorf("stopping the tour's control plane: %v", err)
-		}
-	}()
+	c := ownControlPlane(t, "tour", cluster.Options{Nodes: 3})
 
 	home := t.TempDir()
 	cmdEnv := append(withoutEnv(os.Environ(), "KUBECONFIG", "HOME", "PATH"),
