@@ -14,8 +14,9 @@ import (
 	"flock.dev/flock/test/readme"
 )
 
-// The README's kubectl tour is true: a fresh control plane set up as `make
-// local-up` sets one up (3 kwok nodes, flock-apiserver registered), each
+// The README's kubectl tour is true: a fresh control plane set up as
+// `REAL_NODES=0 make local-up` sets one up (3 kwok nodes, flock-apiserver
+// registered), each
 // command of the tour run as the README shows it (from the checkout, the
 // built kubectl first on PATH as local-up's banner suggests), and what it
 // prints compared with the README's block (package test/readme says what
