@@ -399,7 +399,7 @@ func (c *Cluster) bin(name string) string { return filepath.Join(c.opts.BinDir, 
 
 // start launches a component and records it.
 func (c *Cluster) start(ctx context.Context, name, binary string, args, env []string) (*Process, error) {
-	p, err := startProcess(name, c.bin(binary), args, env, filepath.Join(c.LogDir(), name+".log"), c.opts.WorkDir)
+	p, err := StartProcess(name, c.bin(binary), args, env, filepath.Join(c.LogDir(), name+".log"), c.opts.WorkDir)
 	if err != nil {
 		return nil, err
 	}

@@ -170,7 +170,7 @@ func TestHelperProcess(t *testing.T) {
 func startHelper(t *testing.T, mode string) *Process {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), "helper.log")
-	p, err := startProcess("helper-"+mode, os.Args[0], []string{"-test.run=^TestHelperProcess$"},
+	p, err := StartProcess("helper-"+mode, os.Args[0], []string{"-test.run=^TestHelperProcess$"},
 		[]string{"FLOCK_CLUSTER_HELPER=" + mode}, log, t.TempDir())
 	if err != nil {
 		t.Fatal(err)

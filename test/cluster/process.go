@@ -127,11 +127,11 @@ func (p *Process) exitDescription() string {
 	return fmt.Sprintf("%s exited: %v; last lines of %s:\n%s", p.Name, p.waitErr, p.LogFile, p.LogTail(25))
 }
 
-// startProcess starts path with args, appending its output to logFile.
+// StartProcess starts path with args, appending its output to logFile.
 // The child gets its own process group, so a Ctrl-C in the terminal reaches
 // only the harness, which stops the children in order; and it gets SIGKILL
 // if the harness dies (Pdeathsig), so a crashed test run leaks nothing.
-func startProcess(name, path string, args, env []string, logFile, dir string) (*Process, error) {
+func StartProcess(name, path string, args, env []string, logFile, dir string) (*Process, error) {
 	f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err

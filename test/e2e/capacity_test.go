@@ -140,8 +140,8 @@ func TestCapacityNodeSelectorPool(t *testing.T) {
 	capExpectRefusal(t, res, "pool", want)
 
 	// What admission accepted, the controller places: on the pool.
-	f := ctlWaitAvailable(t, ns, "pool")
-	if got := ctlMemberNodes(f); !slices.Equal(capSorted(got), pool) {
+	f := waitFlockAvailable(t, ns, "pool")
+	if got := memberNodes(f); !slices.Equal(capSorted(got), pool) {
 		t.Errorf("members on nodes %v, want the pool %v", got, pool)
 	}
 	ctlDeleteFlock(t, ns, "pool", false)
@@ -180,9 +180,9 @@ func TestCapacityTaintToleration(t *testing.T) {
 		t.Errorf("create with the toleration printed %q", out)
 	}
 	// The scheduler agrees: the tolerating member runs on the tainted node.
-	f := ctlWaitAvailable(t, ns, "db")
-	if !slices.Contains(ctlMemberNodes(f), node) {
-		t.Errorf("members on %v, want one on the tainted node %s", ctlMemberNodes(f), node)
+	f := waitFlockAvailable(t, ns, "db")
+	if !slices.Contains(memberNodes(f), node) {
+		t.Errorf("members on %v, want one on the tainted node %s", memberNodes(f), node)
 	}
 	ctlDeleteFlock(t, ns, "db", false)
 }
@@ -203,8 +203,8 @@ func TestCapacityAddNode(t *testing.T) {
 	if out := kubectlInput(t, k, flockManifest("four", ns, 4), "create", "-f", "-"); strings.TrimSpace(out) != "flock.flock.dev/four created" {
 		t.Errorf("create after adding a node printed %q", out)
 	}
-	f := ctlWaitAvailable(t, ns, "four")
-	if nodes := ctlMemberNodes(f); !slices.Contains(nodes, name) {
+	f := waitFlockAvailable(t, ns, "four")
+	if nodes := memberNodes(f); !slices.Contains(nodes, name) {
 		t.Errorf("members on %v, want one on the new node %s", nodes, name)
 	}
 	// Before the node goes (addNode's cleanup).

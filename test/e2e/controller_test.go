@@ -59,7 +59,7 @@ func TestControllerMembers(t *testing.T) {
 			}
 		})
 	})
-	got := ctlWaitAvailable(t, ns, name)
+	got := waitFlockAvailable(t, ns, name)
 
 	// OrderedReady: each pod is created only once the one before it is
 	// Running and Ready.
@@ -96,7 +96,7 @@ func TestControllerMembers(t *testing.T) {
 		ctlCheckMemberPod(t, pod, created, i, m.Node, service, volume)
 	}
 	if len(nodes) != 3 {
-		t.Errorf("pods share nodes: %v", ctlMemberNodes(got))
+		t.Errorf("pods share nodes: %v", memberNodes(got))
 	}
 
 	// The headless Service.
@@ -161,8 +161,8 @@ func TestControllerMembers(t *testing.T) {
 		}
 		return nil
 	})
-	got = ctlWaitAvailable(t, ns, name)
-	if nodes := ctlMemberNodes(got); !slices.Equal(nodes, ctlPodNodes(pods)) {
+	got = waitFlockAvailable(t, ns, name)
+	if nodes := memberNodes(got); !slices.Equal(nodes, ctlPodNodes(pods)) {
 		t.Errorf("members moved after a pod was recreated: %v, were %v", nodes, ctlPodNodes(pods))
 	}
 
@@ -177,7 +177,7 @@ func TestControllerMembers(t *testing.T) {
 			return fmt.Errorf("pod x-2 still there (%v)", err)
 		}
 		if len(f.Status.Members) != 2 || f.Status.ObservedGeneration != f.Generation {
-			return fmt.Errorf("members %v, observedGeneration %d of %d", ctlMemberNodes(f), f.Status.ObservedGeneration, f.Generation)
+			return fmt.Errorf("members %v, observedGeneration %d of %d", memberNodes(f), f.Status.ObservedGeneration, f.Generation)
 		}
 		return nil
 	})
@@ -186,12 +186,12 @@ func TestControllerMembers(t *testing.T) {
 		t.Errorf("after scaling down to 2: pods %v, want x-0 (unchanged) and x-1", ctlPodNames(after))
 	}
 	kubectl(t, k, "scale", "fl/"+name, "-n", ns, "--replicas=3")
-	got = ctlWaitAvailable(t, ns, name)
+	got = waitFlockAvailable(t, ns, name)
 	back := ctlMemberPods(t, ns, name)
 	if len(back) != 3 || back[2].Spec.NodeName != pods[2].Spec.NodeName || back[2].UID == pods[2].UID {
 		t.Errorf("after scaling up to 3: pods %v on %v, want a new x-2 on its old node %s", ctlPodNames(back), ctlPodNodes(back), pods[2].Spec.NodeName)
 	}
-	if nodes := ctlMemberNodes(got); !slices.Equal(nodes, ctlPodNodes(pods)) {
+	if nodes := memberNodes(got); !slices.Equal(nodes, ctlPodNodes(pods)) {
 		t.Errorf("members after scaling down and up: %v, want %v", nodes, ctlPodNodes(pods))
 	}
 
@@ -224,7 +224,7 @@ func TestControllerParallelAndOrphan(t *testing.T) {
 	f.Spec.Template.Annotations = map[string]string{cluster.StartDelayAnnotation: "3s"}
 	rec := watchPods(t, ns, "")
 	createFlock(t, f)
-	ctlWaitAvailable(t, ns, name)
+	waitFlockAvailable(t, ns, name)
 
 	events := rec.events(t)
 	firstReady := slices.IndexFunc(events, func(e podEvent) bool { return podReady(e.Pod) })
@@ -258,17 +258,19 @@ func TestControllerParallelAndOrphan(t *testing.T) {
 	})
 	// The orphan finalizer released them before the Flock went; give the
 	// garbage collector time to (wrongly) act on them anyway.
-	time.Sleep(3 * time.Second)
-	kept := ctlMemberPods(t, ns, name)
-	if len(kept) != 3 {
-		t.Fatalf("after an orphaning delete: pods %v, want all 3 kept", ctlPodNames(kept))
-	}
-	for i, p := range kept {
-		if p.UID != pods[i].UID || p.DeletionTimestamp != nil || len(p.OwnerReferences) != 0 {
-			t.Errorf("pod %s: uid %s (was %s), deleting %v, ownerReferences %v; want the same pod, kept and released",
-				p.Name, p.UID, pods[i].UID, p.DeletionTimestamp != nil, p.OwnerReferences)
+	consistently(t, 3*time.Second, "the orphaned pods are kept and released", func(ctx context.Context) error {
+		kept := ctlMemberPods(t, ns, name)
+		if len(kept) != 3 {
+			return fmt.Errorf("after an orphaning delete: pods %v, want all 3 kept", ctlPodNames(kept))
 		}
-	}
+		for i, p := range kept {
+			if p.UID != pods[i].UID || p.DeletionTimestamp != nil || len(p.OwnerReferences) != 0 {
+				return fmt.Errorf("pod %s: uid %s (was %s), deleting %v, ownerReferences %v; want the same pod, kept and released",
+					p.Name, p.UID, pods[i].UID, p.DeletionTimestamp != nil, p.OwnerReferences)
+			}
+		}
+		return nil
+	})
 	svc, err := env.Kube.CoreV1().Services(ns).Get(ctxFor(t), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("Service after an orphaning delete: %v", err)
@@ -343,59 +345,6 @@ func ctlCheckControllerRef(t *testing.T, what string, refs []metav1.OwnerReferen
 		r.Controller == nil || !*r.Controller || r.BlockOwnerDeletion == nil || !*r.BlockOwnerDeletion {
 		t.Errorf("%s: ownerReference %+v, want controller (blocking deletion) Flock %s uid %s", what, r, f.Name, f.UID)
 	}
-}
-
-// ctlWaitAvailable waits until Flock ns/name is Available for its generation
-// with every member recorded and Ready, and returns it.
-func ctlWaitAvailable(t *testing.T, ns, name string) *flockv1alpha1.Flock {
-	t.Helper()
-	var got *flockv1alpha1.Flock
-	eventually(t, ctlMemberTimeout, fmt.Sprintf("Flock %s/%s Available", ns, name), func(ctx context.Context) error {
-		f, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if err := ctlAvailableErr(f); err != nil {
-			return err
-		}
-		got = f
-		return nil
-	})
-	return got
-}
-
-// ctlAvailableErr says why f is not Available with all its members Ready, or nil.
-func ctlAvailableErr(f *flockv1alpha1.Flock) error {
-	replicas := int32(1)
-	if f.Spec.Replicas != nil {
-		replicas = *f.Spec.Replicas
-	}
-	var available *metav1.Condition
-	for i := range f.Status.Conditions {
-		if f.Status.Conditions[i].Type == flockv1alpha1.FlockAvailable {
-			available = &f.Status.Conditions[i]
-		}
-	}
-	if f.Status.ObservedGeneration != f.Generation || available == nil || available.Status != metav1.ConditionTrue ||
-		f.Status.ReadyReplicas != replicas || int32(len(f.Status.Members)) != replicas {
-		return fmt.Errorf("observedGeneration %d of %d, Available %+v, %d ready, members %+v",
-			f.Status.ObservedGeneration, f.Generation, available, f.Status.ReadyReplicas, f.Status.Members)
-	}
-	for i, m := range f.Status.Members {
-		if m.Ordinal != int32(i) || !m.Ready {
-			return fmt.Errorf("members %+v", f.Status.Members)
-		}
-	}
-	return nil
-}
-
-// ctlMemberNodes returns the node of each member, in ordinal order.
-func ctlMemberNodes(f *flockv1alpha1.Flock) []string {
-	var nodes []string
-	for _, m := range f.Status.Members {
-		nodes = append(nodes, m.Node)
-	}
-	return nodes
 }
 
 // ctlMemberPods returns the pods named <name>-<ordinal> in ns, by ordinal.

@@ -1,3 +1,7 @@
+// File flock_helpers_test.go: helpers of the tests that work on Flocks:
+// create and wait until Available, member nodes, the aggregated OpenAPI, and
+// running kubectl and other tools.
+
 package e2e
 
 import (
@@ -10,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
@@ -29,8 +34,8 @@ func createAvailable(t *testing.T, f *flockv1alpha1.Flock) *flockv1alpha1.Flock 
 	return waitFlockAvailable(t, f.Namespace, f.Name)
 }
 
-// waitFlockAvailable waits until Flock ns/name has Available=True for its current
-// generation and as many ready members as replicas.
+// waitFlockAvailable waits until Flock ns/name is Available for its
+// generation with every member recorded and Ready, and returns it.
 func waitFlockAvailable(t *testing.T, ns, name string) *flockv1alpha1.Flock {
 	t.Helper()
 	var got *flockv1alpha1.Flock
@@ -48,30 +53,19 @@ func waitFlockAvailable(t *testing.T, ns, name string) *flockv1alpha1.Flock {
 	return got
 }
 
-// flockAvailableErr says why f is not Available for its generation, or nil.
+// flockAvailableErr says why f is not Available for its generation with
+// members 0..replicas-1 recorded and Ready, or nil.
 func flockAvailableErr(f *flockv1alpha1.Flock) error {
-	if f.Status.ObservedGeneration < f.Generation {
-		return fmt.Errorf("observedGeneration %d < generation %d", f.Status.ObservedGeneration, f.Generation)
+	replicas := flockv1alpha1.ReplicasOf(&f.Spec)
+	available := meta.FindStatusCondition(f.Status.Conditions, flockv1alpha1.FlockAvailable)
+	if f.Status.ObservedGeneration != f.Generation || available == nil || available.Status != metav1.ConditionTrue ||
+		f.Status.ReadyReplicas != replicas || int32(len(f.Status.Members)) != replicas {
+		return fmt.Errorf("observedGeneration %d of %d, Available %+v, %d ready, members %+v",
+			f.Status.ObservedGeneration, f.Generation, available, f.Status.ReadyReplicas, f.Status.Members)
 	}
-	c := flockCondition(f, flockv1alpha1.FlockAvailable)
-	if c == nil || c.Status != metav1.ConditionTrue {
-		return fmt.Errorf("condition Available = %+v", c)
-	}
-	want := int32(1)
-	if f.Spec.Replicas != nil {
-		want = *f.Spec.Replicas
-	}
-	if f.Status.ReadyReplicas != want || int32(len(f.Status.Members)) != want {
-		return fmt.Errorf("%d ready, %d members, want %d", f.Status.ReadyReplicas, len(f.Status.Members), want)
-	}
-	return nil
-}
-
-// condition returns f's condition of type t, or nil.
-func flockCondition(f *flockv1alpha1.Flock, t string) *metav1.Condition {
-	for i := range f.Status.Conditions {
-		if f.Status.Conditions[i].Type == t {
-			return &f.Status.Conditions[i]
+	for i, m := range f.Status.Members {
+		if m.Ordinal != int32(i) || !m.Ready {
+			return fmt.Errorf("members %+v", f.Status.Members)
 		}
 	}
 	return nil
@@ -128,8 +122,8 @@ func splitTable(t *testing.T, out string) (header []string, rows [][]string) {
 	return header, rows
 }
 
-// flockMemberNodes is the node of each member in ordinal order.
-func flockMemberNodes(f *flockv1alpha1.Flock) []string {
+// memberNodes returns the node of each member, in ordinal order.
+func memberNodes(f *flockv1alpha1.Flock) []string {
 	nodes := make([]string, len(f.Status.Members))
 	for i, m := range f.Status.Members {
 		nodes[i] = m.Node

@@ -101,6 +101,24 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func(ctx con
 	}
 }
 
+// consistently polls f every 250ms for d, failing the test as soon as it
+// returns an error: what must stay true, e.g. that nothing moves.
+func consistently(t *testing.T, d time.Duration, what string, f func(ctx context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	defer cancel()
+	for {
+		if err := f(ctx); err != nil && ctx.Err() == nil {
+			t.Fatalf("%s: stopped being true: %v", what, err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
 var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // newNamespace creates a namespace named after the test and deletes it when

@@ -22,6 +22,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/yaml"
@@ -36,7 +37,7 @@ func TestKubectlGetOutputs(t *testing.T) {
 	ns := newNamespace(t)
 	web := createAvailable(t, withFlockLabels(newFlock("web", ns, 2), "tier", "db", "team", "blue"))
 	createFlock(t, withFlockLabels(newFlock("cache", ns, 1), "tier", "cache"))
-	webNodes := strings.Join(flockMemberNodes(web), ",")
+	webNodes := strings.Join(memberNodes(web), ",")
 
 	forEachKubectl(t, func(t *testing.T, k cluster.Kubectl) {
 		// -o wide: SERVICE and NODES (member nodes in ordinal order).
@@ -56,7 +57,7 @@ func TestKubectlGetOutputs(t *testing.T) {
 			}
 			if f.APIVersion != "flock.dev/v1alpha1" || f.Kind != "Flock" || f.UID != web.UID ||
 				*f.Spec.Replicas != 2 || f.Spec.ServiceName != "web" || f.Labels["tier"] != "db" ||
-				!slices.Equal(flockMemberNodes(&f), flockMemberNodes(web)) || flockCondition(&f, "Available") == nil {
+				!slices.Equal(memberNodes(&f), memberNodes(web)) || meta.FindStatusCondition(f.Status.Conditions, "Available") == nil {
 				t.Errorf("-o %s decoded to %s %s uid=%s spec=%+v labels=%v members=%v", format, f.APIVersion, f.Kind, f.UID, f.Spec, f.Labels, f.Status.Members)
 			}
 		}
@@ -539,7 +540,7 @@ func TestKubectlScaleMembers(t *testing.T) {
 		t.Errorf("scale printed %q", out)
 	}
 	f := waitFlockAvailable(t, ns, "grown")
-	nodes := flockMemberNodes(f)
+	nodes := memberNodes(f)
 	if len(nodes) != 3 || len(slices.Compact(slices.Sorted(slices.Values(nodes)))) != 3 {
 		t.Errorf("members after scale to 3 are on %v, want three distinct nodes", nodes)
 	}

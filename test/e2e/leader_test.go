@@ -147,7 +147,7 @@ func TestControllerLeaderElection(t *testing.T) {
 		if t.Failed() {
 			t.FailNow()
 		}
-		if err := ctlAvailableErr(fl); err != nil {
+		if err := flockAvailableErr(fl); err != nil {
 			return err
 		}
 		final = pods

@@ -17,6 +17,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
@@ -90,7 +91,7 @@ func lcWaitRolledOut(t *testing.T, ns, name, rev string) *flockv1alpha1.Flock {
 		if err != nil {
 			return err
 		}
-		if err := ctlAvailableErr(f); err != nil {
+		if err := flockAvailableErr(f); err != nil {
 			return err
 		}
 		st := f.Status
@@ -106,16 +107,6 @@ func lcWaitRolledOut(t *testing.T, ns, name, rev string) *flockv1alpha1.Flock {
 		return nil
 	})
 	return got
-}
-
-// lcCondition returns a condition of f, or nil.
-func lcCondition(f *flockv1alpha1.Flock, typ string) *metav1.Condition {
-	for i := range f.Status.Conditions {
-		if f.Status.Conditions[i].Type == typ {
-			return &f.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // lcWaitEvent waits for an event on Flock ns/name with the given reason
@@ -166,8 +157,8 @@ func TestLifecycleRollingUpdate(t *testing.T) {
 	lcNodes(t, ns, 3)
 	const name = "x"
 	created := createFlock(t, lcFlock(name, ns, 3))
-	before := ctlWaitAvailable(t, ns, name)
-	nodes := ctlMemberNodes(before)
+	before := waitFlockAvailable(t, ns, name)
+	nodes := memberNodes(before)
 	rev1 := before.Status.UpdateRevision
 	rec := watchPods(t, ns, flockv1alpha1.LabelFlockName+"="+name)
 
@@ -243,7 +234,7 @@ func TestLifecycleRollingUpdate(t *testing.T) {
 			return err
 		}
 		st := f.Status
-		c := lcCondition(f, flockv1alpha1.FlockProgressing)
+		c := meta.FindStatusCondition(f.Status.Conditions, flockv1alpha1.FlockProgressing)
 		if st.ObservedGeneration != f.Generation || st.UpdatedReplicas != 2 || st.ReadyReplicas != 3 || st.CurrentRevision != rev2 ||
 			c == nil || c.Status != metav1.ConditionFalse {
 			return fmt.Errorf("status %+v", st)
@@ -291,7 +282,7 @@ func TestLifecycleHaltedRollout(t *testing.T) {
 	lcNodes(t, ns, 3)
 	const name = "x"
 	createFlock(t, lcFlock(name, ns, 3))
-	before := ctlWaitAvailable(t, ns, name)
+	before := waitFlockAvailable(t, ns, name)
 	rev1 := before.Status.UpdateRevision
 	old := ctlMemberPods(t, ns, name)
 
@@ -304,7 +295,7 @@ func TestLifecycleHaltedRollout(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		c := lcCondition(f, flockv1alpha1.FlockProgressing)
+		c := meta.FindStatusCondition(f.Status.Conditions, flockv1alpha1.FlockProgressing)
 		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != flockcontroller.ReasonRolloutHalted {
 			return fmt.Errorf("Progressing %+v", c)
 		}
@@ -335,7 +326,7 @@ func TestLifecycleHaltedRollout(t *testing.T) {
 	})
 	fixed := flockcontroller.Revision(&f.Spec.Template)
 	got := lcWaitRolledOut(t, ns, name, fixed)
-	if c := lcCondition(got, flockv1alpha1.FlockProgressing); c == nil || c.Reason != flockcontroller.ReasonComplete {
+	if c := meta.FindStatusCondition(got.Status.Conditions, flockv1alpha1.FlockProgressing); c == nil || c.Reason != flockcontroller.ReasonComplete {
 		t.Errorf("Progressing %+v", c)
 	}
 }
@@ -350,7 +341,7 @@ func TestLifecycleScaleDownDeletesData(t *testing.T) {
 	f := lcFlock(name, ns, 3)
 	f.Spec.Storage.Retention.WhenScaled = flockv1alpha1.DeleteRetentionPolicy
 	createFlock(t, f)
-	before := ctlWaitAvailable(t, ns, name)
+	before := waitFlockAvailable(t, ns, name)
 	if !slices.Contains(before.Finalizers, flockv1alpha1.FinalizerDataCleanup) {
 		t.Errorf("finalizers %v, want %s", before.Finalizers, flockv1alpha1.FinalizerDataCleanup)
 	}
@@ -421,7 +412,7 @@ func TestLifecycleDeleteRemovesData(t *testing.T) {
 	f := lcFlock(name, ns, 2)
 	f.Spec.Storage.Retention.WhenDeleted = flockv1alpha1.DeleteRetentionPolicy
 	createFlock(t, f)
-	before := ctlWaitAvailable(t, ns, name)
+	before := waitFlockAvailable(t, ns, name)
 	if !slices.Contains(before.Finalizers, flockv1alpha1.FinalizerDataCleanup) {
 		t.Fatalf("finalizers %v, want %s", before.Finalizers, flockv1alpha1.FinalizerDataCleanup)
 	}
@@ -468,7 +459,7 @@ func TestLifecycleDeleteRemovesData(t *testing.T) {
 		f.Spec.Placement.NodeSelector = map[string]string{lcPoolLabel: ns}
 		f.Spec.Storage.Retention.WhenDeleted = flockv1alpha1.DeleteRetentionPolicy
 		createFlock(t, f)
-		ctlWaitAvailable(t, ns2, name)
+		waitFlockAvailable(t, ns2, name)
 		if err := env.Kube.CoreV1().Namespaces().Delete(ctxFor(t), ns2, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -494,11 +485,11 @@ func TestLifecycleNodeLoss(t *testing.T) {
 		ten := int32(10)
 		f.Spec.MemberRecovery = flockv1alpha1.MemberRecovery{Policy: flockv1alpha1.ReassignMemberRecovery, AfterSeconds: &ten}
 		createFlock(t, f)
-		before := ctlWaitAvailable(t, ns, name)
+		before := waitFlockAvailable(t, ns, name)
 		lost := before.Status.Members[1].Node
 		spare := ""
 		for _, n := range pool {
-			if !slices.Contains(ctlMemberNodes(before), n) {
+			if !slices.Contains(memberNodes(before), n) {
 				spare = n
 			}
 		}
@@ -512,7 +503,7 @@ func TestLifecycleNodeLoss(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			c, a := lcCondition(f, flockv1alpha1.FlockMembersBlocked), lcCondition(f, flockv1alpha1.FlockAvailable)
+			c, a := meta.FindStatusCondition(f.Status.Conditions, flockv1alpha1.FlockMembersBlocked), meta.FindStatusCondition(f.Status.Conditions, flockv1alpha1.FlockAvailable)
 			if c == nil || c.Reason != flockcontroller.ReasonNodeGone || !strings.Contains(c.Message, "memberRecovery Reassign moves it to another node at ") ||
 				a == nil || a.Status != metav1.ConditionFalse {
 				return fmt.Errorf("MembersBlocked %+v, Available %+v", c, a)
@@ -529,7 +520,7 @@ func TestLifecycleNodeLoss(t *testing.T) {
 			}
 			return nil
 		})
-		got := ctlWaitAvailable(t, ns, name)
+		got := waitFlockAvailable(t, ns, name)
 		if got.Status.Members[1].Node != spare || got.Status.Members[0].Node != before.Status.Members[0].Node {
 			t.Fatalf("members %+v, want member 1 on the spare node %s", got.Status.Members, spare)
 		}
@@ -560,7 +551,7 @@ func TestLifecycleNodeLoss(t *testing.T) {
 		pool := lcNodes(t, ns, 3)
 		const name = "z"
 		createFlock(t, lcFlock(name, ns, 2))
-		before := ctlWaitAvailable(t, ns, name)
+		before := waitFlockAvailable(t, ns, name)
 		lost := before.Status.Members[1].Node
 		kubectl(t, env.KubectlBuilt(), "delete", "node", lost)
 		want := "member 1 waits for node " + lost + ", which is gone since "
@@ -569,7 +560,7 @@ func TestLifecycleNodeLoss(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			c := lcCondition(f, flockv1alpha1.FlockMembersBlocked)
+			c := meta.FindStatusCondition(f.Status.Conditions, flockv1alpha1.FlockMembersBlocked)
 			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != flockcontroller.ReasonNodeGone ||
 				!strings.HasPrefix(c.Message, want) || !strings.HasSuffix(c.Message, "memberRecovery Wait keeps it on that node until the node is back") {
 				return fmt.Errorf("MembersBlocked %+v", c)
@@ -581,24 +572,26 @@ func TestLifecycleNodeLoss(t *testing.T) {
 		})
 		// Longer than a Reassign would have waited: still there, and
 		// nothing on the spare node.
-		time.Sleep(15 * time.Second)
-		f, err := lcGet(ctxFor(t), ns, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := ctlMemberNodes(f); !slices.Equal(got, ctlMemberNodes(before)) {
-			t.Errorf("members moved: %v, were %v", got, ctlMemberNodes(before))
-		}
-		pods, err := env.Kube.CoreV1().Pods(ns).List(ctxFor(t), metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, p := range pods.Items {
-			if node := flockcontroller.PinnedNode(&p); node != "" && !slices.Contains(pool, node) {
-				t.Errorf("pod %s pinned to %s, outside the pool", p.Name, node)
-			} else if node != "" && node != before.Status.Members[0].Node && node != lost {
-				t.Errorf("pod %s pinned to the spare node %s", p.Name, node)
+		consistently(t, 15*time.Second, "member 1 stays on its lost node", func(ctx context.Context) error {
+			f, err := lcGet(ctx, ns, name)
+			if err != nil {
+				return err
 			}
-		}
+			if got := memberNodes(f); !slices.Equal(got, memberNodes(before)) {
+				return fmt.Errorf("members moved: %v, were %v", got, memberNodes(before))
+			}
+			pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return err
+			}
+			for _, p := range pods.Items {
+				if node := flockcontroller.PinnedNode(&p); node != "" && !slices.Contains(pool, node) {
+					return fmt.Errorf("pod %s pinned to %s, outside the pool", p.Name, node)
+				} else if node != "" && node != before.Status.Members[0].Node && node != lost {
+					return fmt.Errorf("pod %s pinned to the spare node %s", p.Name, node)
+				}
+			}
+			return nil
+		})
 	})
 }

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -20,21 +22,17 @@ func TestMetricsAndHealth(t *testing.T) {
 
 	asAdmin := map[string]string{"X-Remote-User": "admin", "X-Remote-Group": "system:masters"}
 	var body string
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	eventually(t, 60*time.Second, "/metrics reports the members of Flock "+ns+"/metered", func(context.Context) error {
 		var code int
 		code, body = directRequest(t, env.PKI.FrontProxyClient, http.MethodGet, "/metrics", nil, asAdmin)
 		if code != http.StatusOK {
 			t.Fatalf("/metrics: %d: %.300s", code, body)
 		}
-		if strings.Contains(body, `flock_controller_members{`) && strings.Contains(body, `namespace="`+ns+`"`) {
-			break
+		if !strings.Contains(body, `flock_controller_members{`) || !strings.Contains(body, `namespace="`+ns+`"`) {
+			return fmt.Errorf("no flock_controller_members of namespace %s yet", ns)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/metrics never reported members of Flock %s/metered", ns)
-		}
-		time.Sleep(time.Second)
-	}
+		return nil
+	})
 	for _, want := range []string{
 		`(?m)^apiserver_request_total\{.*resource="flocks".*\} \d+`,
 		`(?m)^flock_controller_syncs_total\{result="success"\} [1-9]\d*`,
