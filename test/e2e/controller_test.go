@@ -428,3 +428,48 @@ func ctlDeleteFlock(t *testing.T, ns, name string, waitPods bool) {
 		return nil
 	})
 }
+
+// TestControllerIgnoresPodsOutsideItsOrdinals: bare pods named like members
+// of a Flock but beyond its ordinals (web-3 and web-10000 next to Flock web
+// with 2 replicas), with labels its selector matches, are no candidates:
+// never recorded, adopted or deleted; the Flock stays Available.
+func TestControllerIgnoresPodsOutsideItsOrdinals(t *testing.T) {
+	ns := newNamespace(t)
+	const name = "web"
+	var bare []*corev1.Pod
+	for i, podName := range []string{"web-3", "web-10000"} {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: ns, Labels: map[string]string{"app": name}},
+			Spec: corev1.PodSpec{
+				NodeName:   env.NodeNames[i%len(env.NodeNames)],
+				Containers: []corev1.Container{{Name: "app", Image: "busybox:1.36", Command: []string{"sleep", "infinity"}}},
+			},
+		}
+		created, err := env.Kube.CoreV1().Pods(ns).Create(ctxFor(t), pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bare = append(bare, created)
+	}
+	createFlock(t, newFlock(name, ns, 2))
+	waitFlockAvailable(t, ns, name)
+	consistently(t, 5*time.Second, "Flock web Available, the bare pods untouched", func(ctx context.Context) error {
+		f, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := flockAvailableErr(f); err != nil {
+			return err
+		}
+		for _, b := range bare {
+			p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, b.Name, metav1.GetOptions{})
+			if err != nil {
+				return fmt.Errorf("bare pod %s: %w", b.Name, err)
+			}
+			if p.UID != b.UID || p.DeletionTimestamp != nil || len(p.OwnerReferences) != 0 {
+				return fmt.Errorf("bare pod %s: uid %s (was %s), deleting %v, ownerReferences %v", p.Name, p.UID, b.UID, p.DeletionTimestamp != nil, p.OwnerReferences)
+			}
+		}
+		return nil
+	})
+}

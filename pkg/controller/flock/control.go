@@ -136,12 +136,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		_, ok := ParseOrdinal(f.Name, pod.Name)
 		return ok && selector.Matches(labels.Set(pod.Labels))
 	}
-	adoptable := func(pod *corev1.Pod) bool {
-		ord, _ := ParseOrdinal(f.Name, pod.Name)
-		m, ok := members[ord]
-		return ok && PinnedNode(pod) == m.Node
-	}
-	owned, err := rm.claimPods(ctx, pods, match, adoptable)
+	owned, err := rm.claimPods(ctx, pods, match, func(pod *corev1.Pod) bool { return adoptable(s, pod) })
 	if err != nil {
 		errs = append(errs, err)
 	}

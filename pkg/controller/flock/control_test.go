@@ -432,10 +432,15 @@ func TestAdoption(t *testing.T) {
 		return p
 	}
 	// Orphans of an earlier incarnation (kubectl delete --cascade=orphan):
-	// pg-0 on n-c, pg-1 on n-a, pg-3 on n-d (beyond replicas).
+	// pg-0 on n-c, pg-1 on n-a; pg-3 on n-d is beyond replicas and not a
+	// recorded member, so it is no candidate (bounded adoption); pg-4 has
+	// another data volume than its member would.
 	f.addPod(orphan(0, "n-c"))
 	f.addPod(orphan(1, "n-a"))
 	f.addPod(orphan(3, "n-d"))
+	foreign := orphan(4, "n-d")
+	foreign.Spec.Volumes[len(foreign.Spec.Volumes)-1].HostPath.Path = "/elsewhere"
+	f.addPod(foreign)
 	// Not adoptable: owned by another controller; and a pod that does not
 	// match the selector.
 	other := orphan(2, "n-b")
@@ -450,12 +455,17 @@ func TestAdoption(t *testing.T) {
 
 	// The orphans' nodes become their members' nodes, so they keep their data.
 	members := f.memberNodes("pg")
-	if members[0] != "n-c" || members[1] != "n-a" || members[3] != "n-d" {
+	if _, ok := members[3]; members[0] != "n-c" || members[1] != "n-a" || ok {
 		t.Fatalf("members = %v", members)
 	}
-	for _, name := range []string{"pg-0", "pg-1", "pg-3"} {
+	for _, name := range []string{"pg-0", "pg-1"} {
 		if p := f.pod(name); !isControlledBy(p, fl) {
 			t.Errorf("%s not adopted: %+v", name, p.OwnerReferences)
+		}
+	}
+	for _, name := range []string{"pg-3", "pg-4"} {
+		if p := f.pod(name); len(p.OwnerReferences) != 0 {
+			t.Errorf("%s, no candidate, adopted: %+v", name, p.OwnerReferences)
 		}
 	}
 	if p := f.pod("pg-2"); p.OwnerReferences[0].Kind != "ReplicaSet" || len(p.OwnerReferences) != 1 {
@@ -471,19 +481,17 @@ func TestAdoption(t *testing.T) {
 	if c.Reason != ReasonPodNameTaken || !strings.Contains(c.Message, "pod pg-2 exists and is not a pod of this Flock") {
 		t.Fatalf("MembersBlocked = %+v", c)
 	}
-	// OrderedReady: member 2 blocks the scale down of pg-3.
-	if f.pod("pg-3") == nil {
-		t.Fatal("pg-3 deleted while member 2 is blocked")
-	}
-	// Once the other pod is gone, pg-2 is created, then pg-3 (beyond
-	// replicas) is deleted and member 3 leaves the status.
+	// Once the other pod is gone, pg-2 is created; pg-3 and pg-4 are left
+	// alone, never deleted nor recorded.
 	f.deletePod("pg-2")
 	f.settle("pg")
 	if p := f.pod("pg-2"); !isControlledBy(p, fl) || !isRunningAndReady(p) {
 		t.Fatalf("pg-2 = %+v", p)
 	}
-	if f.pod("pg-3") != nil {
-		t.Fatal("pg-3 (beyond replicas) not deleted")
+	for _, name := range []string{"pg-3", "pg-4"} {
+		if p := f.pod(name); p == nil || len(p.OwnerReferences) != 0 {
+			t.Errorf("%s, no candidate, was deleted or adopted: %+v", name, p)
+		}
 	}
 	if got := f.memberNodes("pg"); !equality.Semantic.DeepEqual(got, map[int32]string{0: "n-c", 1: "n-a", 2: "n-b"}) {
 		t.Fatalf("members = %v", got)

@@ -35,7 +35,7 @@ func testSnapshot(t *testing.T, f *v1alpha1.Flock, members map[int32]string, nod
 		t.Fatal(err)
 	}
 	s := &snapshot{
-		flock: f, now: decisionNow, selector: sel,
+		flock: f, now: decisionNow, selector: sel, dataRoot: DefaultDataRoot,
 		members: membersByOrdinal(f.Status.Members), pods: map[int32]*corev1.Pod{},
 		nodeList: nodes, nodes: map[string]*corev1.Node{},
 		otherUsage: map[string]int{}, lostSince: map[string]time.Time{},
@@ -56,6 +56,14 @@ func testNodes(names ...string) []*corev1.Node {
 		nodes = append(nodes, newNode(name))
 	}
 	return nodes
+}
+
+// withDataVolume gives pod the data volume of its member of f.
+func withDataVolume(f *v1alpha1.Flock, pod *corev1.Pod) *corev1.Pod {
+	ord, _ := ParseOrdinal(f.Name, pod.Name)
+	member := NewMemberPod(f, v1alpha1.FlockMember{Ordinal: ord, Node: pod.Spec.NodeName}, "", DefaultDataRoot)
+	pod.Spec.Volumes = member.Spec.Volumes
+	return pod
 }
 
 // testPod returns pod <flock>-<ordinal> bound to node, controlled by f when
@@ -103,9 +111,15 @@ func TestPlanPlacement(t *testing.T) {
 		{name: "a pod of the Flock keeps its node", flock: one, nodes: testNodes("n-a", "n-b", "n-c"),
 			mutate: func(s *snapshot) { s.candidates = []*corev1.Pod{testPod(one, 0, "n-c", true, app)} },
 			want:   map[int32]string{0: "n-c"}},
-		{name: "a matching orphan keeps its node", flock: one, nodes: testNodes("n-a", "n-c"),
-			mutate: func(s *snapshot) { s.candidates = []*corev1.Pod{testPod(one, 0, "n-c", false, app)} },
+		{name: "a matching orphan with the member's data volume keeps its node", flock: one, nodes: testNodes("n-a", "n-c"),
+			mutate: func(s *snapshot) { s.candidates = []*corev1.Pod{withDataVolume(one, testPod(one, 0, "n-c", false, app))} },
 			want:   map[int32]string{0: "n-c"}},
+		{name: "an orphan with another data volume is ignored", flock: one, nodes: testNodes("n-a", "n-c"),
+			mutate: func(s *snapshot) { s.candidates = []*corev1.Pod{testPod(one, 0, "n-c", false, app)} },
+			want:   map[int32]string{0: "n-a"}},
+		{name: "an orphan beyond replicas is ignored", flock: one, members: map[int32]string{0: "n-a"}, nodes: testNodes("n-a", "n-c"),
+			mutate: func(s *snapshot) { s.candidates = []*corev1.Pod{withDataVolume(one, testPod(one, 3, "n-c", false, app))} },
+			want:   map[int32]string{}},
 		{name: "an orphan the selector does not match is ignored", flock: one, nodes: testNodes("n-a", "n-c"),
 			mutate: func(s *snapshot) {
 				s.candidates = []*corev1.Pod{testPod(one, 0, "n-c", false, map[string]string{"app": "other"})}
@@ -287,6 +301,33 @@ func TestBlockedMembers(t *testing.T) {
 				t.Errorf("member 1 blocked: %+v", got)
 			case tc.want != nil && (!ok || got != *tc.want):
 				t.Errorf("member 1 = %+v, want %+v", got, *tc.want)
+			}
+		})
+	}
+}
+
+func TestAdoptable(t *testing.T) {
+	pg := newFlock("pg", 2)
+	app := map[string]string{"app": "pg"}
+	otherVolume := withDataVolume(pg, testPod(pg, 1, "n-b", false, app))
+	otherVolume.Spec.Volumes[len(otherVolume.Spec.Volumes)-1].HostPath.Path = "/elsewhere"
+	for _, tc := range []struct {
+		name    string
+		members map[int32]string
+		pod     *corev1.Pod
+		want    bool
+	}{
+		{"recorded member, its node and data volume", map[int32]string{1: "n-b"}, withDataVolume(pg, testPod(pg, 1, "n-b", false, app)), true},
+		{"another node than the member's", map[int32]string{1: "n-a"}, withDataVolume(pg, testPod(pg, 1, "n-b", false, app)), false},
+		{"no recorded member", nil, withDataVolume(pg, testPod(pg, 1, "n-b", false, app)), false},
+		{"another data volume", map[int32]string{1: "n-b"}, otherVolume, false},
+		{"no data volume", map[int32]string{1: "n-b"}, testPod(pg, 1, "n-b", false, app), false},
+		{"recorded member beyond replicas (scale down in progress)", map[int32]string{5: "n-b"}, withDataVolume(pg, testPod(pg, 5, "n-b", false, app)), true},
+		{"far beyond replicas, not recorded", nil, withDataVolume(pg, testPod(pg, 10000, "n-b", false, app)), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := adoptable(testSnapshot(t, pg, tc.members, testNodes("n-a", "n-b")), tc.pod); got != tc.want {
+				t.Errorf("adoptable = %v, want %v", got, tc.want)
 			}
 		})
 	}

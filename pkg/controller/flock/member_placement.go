@@ -72,7 +72,8 @@ func planPlacement(s *snapshot) placementPlan {
 		if _, ok := add[ord]; ok {
 			continue
 		}
-		if !isControlledBy(pod, f) && (metav1.GetControllerOfNoCopy(pod) != nil || !selector.Matches(labels.Set(pod.Labels))) {
+		if !isControlledBy(pod, f) && (metav1.GetControllerOfNoCopy(pod) != nil || !selector.Matches(labels.Set(pod.Labels)) ||
+			!adoptionCandidate(s, pod)) {
 			continue
 		}
 		node := PinnedNode(pod)

@@ -24,6 +24,8 @@ type snapshot struct {
 	now time.Time
 	// selector is spec.selector, parsed (never empty).
 	selector labels.Selector
+	// dataRoot is Options.DataRoot.
+	dataRoot string
 	// candidates are the pods the Flock controls and the orphans its
 	// selector matches, from the cache (read-only).
 	candidates []*corev1.Pod
@@ -106,7 +108,7 @@ func (fc *defaultFlockControl) takeSnapshot(f *v1alpha1.Flock, selector labels.S
 		return nil, err
 	}
 	s := &snapshot{
-		flock: f, now: now, selector: selector, candidates: pods,
+		flock: f, now: now, selector: selector, candidates: pods, dataRoot: fc.opts.DataRoot,
 		members:    membersByOrdinal(f.Status.Members),
 		nodeList:   nodeList,
 		nodes:      make(map[string]*corev1.Node, len(nodeList)),

@@ -1,0 +1,60 @@
+// File adoption.go: which pods that the Flock does not control may become
+// its members (issue 14, bounded adoption). Pure.
+
+package flock
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+)
+
+// adoptionCandidate reports whether pod, which the Flock does not control,
+// may become one of its members: it is named <flock>-<n> with n a current
+// (below replicas) or recorded ordinal, and its data volume is exactly the
+// one the member's pod gets. Any other pod is ignored: never recorded,
+// adopted or deleted.
+func adoptionCandidate(s *snapshot, pod *corev1.Pod) bool {
+	f := s.flock
+	ord, ok := ParseOrdinal(f.Name, pod.Name)
+	if !ok {
+		return false
+	}
+	m, recorded := s.members[ord]
+	if !recorded {
+		if ord >= replicasOf(f) {
+			return false
+		}
+		m = v1alpha1.FlockMember{Ordinal: ord, Node: PinnedNode(pod)}
+	}
+	return hasMemberDataVolume(f, m, pod, s.dataRoot)
+}
+
+// adoptable reports whether the Flock may adopt pod, an orphan its
+// selector matches: an adoption candidate whose member is recorded on the
+// node the pod is pinned to.
+func adoptable(s *snapshot, pod *corev1.Pod) bool {
+	ord, _ := ParseOrdinal(s.flock.Name, pod.Name)
+	m, ok := s.members[ord]
+	return ok && PinnedNode(pod) == m.Node && adoptionCandidate(s, pod)
+}
+
+// hasMemberDataVolume reports whether pod's volume named
+// storage.volumeName is exactly the data volume of member m's pod.
+func hasMemberDataVolume(f *v1alpha1.Flock, m v1alpha1.FlockMember, pod *corev1.Pod, dataRoot string) bool {
+	name := volumeNameOf(f)
+	want := volumeNamed(NewMemberPod(f, m, "", dataRoot), name)
+	got := volumeNamed(pod, name)
+	return want != nil && got != nil && equality.Semantic.DeepEqual(want.VolumeSource, got.VolumeSource)
+}
+
+// volumeNamed returns pod's volume called name, or nil.
+func volumeNamed(pod *corev1.Pod, name string) *corev1.Volume {
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == name {
+			return &pod.Spec.Volumes[i]
+		}
+	}
+	return nil
+}
