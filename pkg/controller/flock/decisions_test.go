@@ -112,14 +112,18 @@ func TestPlanPlacement(t *testing.T) {
 			mutate: func(s *snapshot) { s.candidates = []*corev1.Pod{testPod(one, 0, "n-c", true, app)} },
 			want:   map[int32]string{0: "n-c"}},
 		{name: "a matching orphan with the member's data volume keeps its node", flock: one, nodes: testNodes("n-a", "n-c"),
-			mutate: func(s *snapshot) { s.candidates = []*corev1.Pod{withDataVolume(one, testPod(one, 0, "n-c", false, app))} },
-			want:   map[int32]string{0: "n-c"}},
+			mutate: func(s *snapshot) {
+				s.candidates = []*corev1.Pod{withDataVolume(one, testPod(one, 0, "n-c", false, app))}
+			},
+			want: map[int32]string{0: "n-c"}},
 		{name: "an orphan with another data volume is ignored", flock: one, nodes: testNodes("n-a", "n-c"),
 			mutate: func(s *snapshot) { s.candidates = []*corev1.Pod{testPod(one, 0, "n-c", false, app)} },
 			want:   map[int32]string{0: "n-a"}},
 		{name: "an orphan beyond replicas is ignored", flock: one, members: map[int32]string{0: "n-a"}, nodes: testNodes("n-a", "n-c"),
-			mutate: func(s *snapshot) { s.candidates = []*corev1.Pod{withDataVolume(one, testPod(one, 3, "n-c", false, app))} },
-			want:   map[int32]string{}},
+			mutate: func(s *snapshot) {
+				s.candidates = []*corev1.Pod{withDataVolume(one, testPod(one, 3, "n-c", false, app))}
+			},
+			want: map[int32]string{}},
 		{name: "an orphan the selector does not match is ignored", flock: one, nodes: testNodes("n-a", "n-c"),
 			mutate: func(s *snapshot) {
 				s.candidates = []*corev1.Pod{testPod(one, 0, "n-c", false, map[string]string{"app": "other"})}
