@@ -6,7 +6,6 @@ package flock
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,53 +14,6 @@ import (
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/pkg/placement"
 )
-
-// nodeLossTracker says since when a node has been lost: NotReady since its
-// Ready condition's last transition, or gone since the controller first
-// saw it missing (a node object leaves no trace once deleted, so after a
-// restart the clock starts again: a member is never moved sooner than its
-// policy says, only later).
-type nodeLossTracker struct {
-	mu   sync.Mutex
-	seen map[string]time.Time
-}
-
-func newNodeLossTracker() *nodeLossTracker {
-	return &nodeLossTracker{seen: map[string]time.Time{}}
-}
-
-// lostSince returns since when node name (nil: its object is gone) has
-// been lost, and false when it is Ready.
-func (t *nodeLossTracker) lostSince(name string, node *corev1.Node, now time.Time) (time.Time, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if node != nil {
-		if placement.IsReady(node) {
-			delete(t.seen, name)
-			return time.Time{}, false
-		}
-		for _, c := range node.Status.Conditions {
-			if c.Type == corev1.NodeReady && !c.LastTransitionTime.IsZero() {
-				delete(t.seen, name)
-				return c.LastTransitionTime.Time, true
-			}
-		}
-	}
-	since, ok := t.seen[name]
-	if !ok {
-		since = now
-		t.seen[name] = since
-	}
-	return since, true
-}
-
-// nodeLoss is what a sync knows about a member on a lost node.
-type nodeLoss struct {
-	// Since is when the node became NotReady or was first seen gone.
-	Since time.Time
-	// Note says what memberRecovery does about it.
-	Note string
-}
 
 // memberMove is a member moving off a lost node.
 type memberMove struct {
