@@ -14,65 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
-	"flock.dev/flock/pkg/generated/clientset/versioned"
-	flocklisters "flock.dev/flock/pkg/generated/listers/flock/v1alpha1"
 )
-
-// FlockControl reconciles one Flock: it places members, adopts and releases
-// pods, keeps the headless Service, creates and deletes member pods and
-// writes the status. The loop depends on this interface; defaultFlockControl
-// is its implementation.
-type FlockControl interface {
-	// Sync drives flock towards its spec. pods are the pods flock controls
-	// and the orphans its selector matches, from the cache (read-only).
-	// now is the time the sync started.
-	Sync(ctx context.Context, flock *v1alpha1.Flock, pods []*corev1.Pod, now time.Time) (Result, error)
-}
-
-// Result is what one Sync tells the loop.
-type Result struct {
-	// RequeueAfter, when positive, asks for another sync after that long
-	// (a pod becomes available after minReadySeconds).
-	RequeueAfter time.Duration
-	// Members counts the members (ordinals < replicas) by state; nil when
-	// the status was not computed.
-	Members map[MemberState]int
-}
-
-// NewDefaultFlockControl returns the FlockControl of the controller.
-// revisions records templates as ControllerRevisions. flockClient is used
-// for live reads before adoption and to add and remove the data-cleanup
-// finalizer, flockLister to count every Flock's members per node,
-// nodeLister for placement and for telling why a member is blocked. opts
-// must be completed.
-func NewDefaultFlockControl(members MemberControl, revisions RevisionControl, status StatusUpdater, flockClient versioned.Interface,
-	flockLister flocklisters.FlockLister, nodeLister corelisters.NodeLister, recorder record.EventRecorder, opts Options) FlockControl {
-	return &defaultFlockControl{
-		members: members, revisions: revisions, status: status, flockClient: flockClient,
-		flockLister: flockLister, nodeLister: nodeLister, recorder: recorder, opts: opts,
-		lost: newNodeLossTracker(),
-	}
-}
-
-type defaultFlockControl struct {
-	members     MemberControl
-	revisions   RevisionControl
-	status      StatusUpdater
-	flockClient versioned.Interface
-	flockLister flocklisters.FlockLister
-	nodeLister  corelisters.NodeLister
-	recorder    record.EventRecorder
-	opts        Options
-	// lost remembers since when nodes have been lost (memberRecovery).
-	lost *nodeLossTracker
-}
-
-var _ FlockControl = &defaultFlockControl{}
 
 // Sync reconciles one Flock: the data-cleanup finalizer, placement (member
 // nodes are recorded in status before anything else) and recovery of
@@ -234,13 +179,6 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		result.requeue(recheck)
 	}
 	return result, utilerrors.NewAggregate(errs)
-}
-
-// requeue asks for another sync after d, or sooner if already asked.
-func (r *Result) requeue(d time.Duration) {
-	if d > 0 && (r.RequeueAfter == 0 || d < r.RequeueAfter) {
-		r.RequeueAfter = d
-	}
 }
 
 // canAdopt returns the check made before the first adoption of a sync: a

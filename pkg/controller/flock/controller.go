@@ -17,7 +17,6 @@ import (
 	appsinformers "k8s.io/client-go/informers/apps/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -27,28 +26,7 @@ import (
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/pkg/generated/clientset/versioned"
 	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions/flock/v1alpha1"
-	flocklisters "flock.dev/flock/pkg/generated/listers/flock/v1alpha1"
 )
-
-// podControllerUIDIndex indexes pods by the UID of their Flock controller.
-const podControllerUIDIndex = "flock.dev/controller-uid"
-
-// Controller is the Flock controller: the loop that watches Flocks, their
-// pods and Services, and nodes, and syncs each changed Flock through a
-// FlockControl.
-type Controller struct {
-	control FlockControl
-	opts    Options
-
-	flockLister   flocklisters.FlockLister
-	podLister     corelisters.PodLister
-	podIndexer    cache.Indexer
-	serviceLister corelisters.ServiceLister
-
-	synced []cache.InformerSynced
-	queue  workqueue.TypedRateLimitingInterface[string]
-	clock  clock.Clock
-}
 
 // NewController returns a Flock controller. The informers must not have
 // been started yet (an index is added to the pod informer); start them

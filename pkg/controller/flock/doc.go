@@ -7,11 +7,12 @@
 // The package is layered like the StatefulSet controller; no file calls up
 // into a file above it:
 //
-//   - controller.go and event_handlers.go: the loop. Informers, event
+//   - controller.go, event_handlers.go and loop.go (its type): the loop. Informers, event
 //     handlers, a typed rate-limited workqueue, workers and sync, which
 //     gathers a Flock and its candidate pods from the caches and hands them
 //     to a FlockControl.
-//   - control.go: FlockControl's Sync (defaultFlockControl), which reads one
+//   - control.go: FlockControl's Sync (flock_control.go holds the types
+//     FlockControl, Result and defaultFlockControl), which reads one
 //     snapshot (snapshot.go) of what the sync needs and runs the steps of
 //     one sync in order. Decisions are pure functions of the snapshot
 //     (planPlacement, planRecovery, blockedMembers), executed by the steps: member_placement.go (nodes of
