@@ -23,7 +23,7 @@ import (
 func TestLeastPrivilege(t *testing.T) {
 	ns := newNamespace(t)
 	createFlock(t, newFlock("members", ns, 2))
-	ctlWaitAvailable(t, ns, "members")
+	waitFlockAvailable(t, ns, "members")
 
 	server := "--as=system:serviceaccount:" + cluster.FlockNamespace + ":" + cluster.FlockServiceAccount
 	controller := "--as=system:serviceaccount:" + cluster.FlockNamespace + ":" + cluster.ControllerServiceAccount
