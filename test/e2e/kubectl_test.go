@@ -125,8 +125,13 @@ func TestKubectlGetWatchTable(t *testing.T) {
 		ns := newNamespace(t)
 		ctx, cancel := context.WithTimeout(t.Context(), 2*availableTimeout)
 		defer cancel()
-		cmd := env.KubectlCommand(ctx, k, "get", "flocks", "-n", ns, "-w")
+		// -v=6 logs each request once its response arrives, the watch too.
+		cmd := env.KubectlCommand(ctx, k, "get", "flocks", "-n", ns, "-w", "-v=6")
 		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stderr, err := cmd.StderrPipe()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,9 +140,9 @@ func TestKubectlGetWatchTable(t *testing.T) {
 		}
 		defer func() { cancel(); _ = cmd.Wait() }()
 		lr := newLineReader(stdout)
-		// Give the watch a moment to be established; a Flock created before
-		// it would still be listed, so this only makes the check stricter.
-		time.Sleep(time.Second)
+		// Wait until the watch is established, so the Flock is seen as a
+		// watch event (one created before would only be listed).
+		newLineReader(stderr).waitFor(t, regexp.MustCompile(`/flocks\?[^ "]*watch=true[^ "]*"?\s+(status=")?200 OK`), 30*time.Second)
 		createFlock(t, newFlock("watched", ns, 2))
 		lr.waitFor(t, regexp.MustCompile(`^NAME\s+READY\s+AGE$`), 30*time.Second)
 		lr.waitFor(t, regexp.MustCompile(`^watched\s+0/2\s`), 30*time.Second)
