@@ -336,3 +336,77 @@ func TestAdoptable(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanMember(t *testing.T) {
+	pg := newFlock("pg", 2)
+	plan := newUpdatePlan(pg, nil, Revision(&pg.Spec.Template), "", nil)
+	member := func(mutate func(*corev1.Pod)) *corev1.Pod {
+		pod := NewMemberPod(pg, v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}, plan.Update, DefaultDataRoot)
+		pod.Spec.NodeName = "n-b"
+		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(decisionNow.Add(-time.Hour)),
+		}}}
+		if mutate != nil {
+			mutate(pod)
+		}
+		return pod
+	}
+	terminating := func(p *corev1.Pod) { p.DeletionTimestamp = &metav1.Time{Time: decisionNow} }
+	both := map[int32]string{0: "n-a", 1: "n-b"}
+
+	tests := []struct {
+		name    string
+		members map[int32]string
+		nodes   []*corev1.Node
+		mutate  func(*snapshot)
+		want    memberAction
+	}{
+		{name: "unplaced: wait", members: map[int32]string{0: "n-a"}, nodes: testNodes("n-a", "n-b"),
+			want: memberAction{kind: memberKeep, wait: true}},
+		{name: "no pod: create at the update revision", members: both, nodes: testNodes("n-a", "n-b"),
+			want: memberAction{kind: memberCreate, wait: true, template: &pg.Spec.Template, revision: plan.Update}},
+		{name: "no pod, its name taken: wait", members: both, nodes: testNodes("n-a", "n-b"),
+			mutate: func(s *snapshot) { s.nameTaken[1] = true }, want: memberAction{kind: memberKeep, wait: true}},
+		{name: "no pod, its data being removed: wait", members: both, nodes: testNodes("n-a", "n-b"),
+			mutate: func(s *snapshot) { s.helpers[1] = &corev1.Pod{} }, want: memberAction{kind: memberKeep, wait: true}},
+		{name: "healthy and available: go on", members: both, nodes: testNodes("n-a", "n-b"),
+			mutate: func(s *snapshot) { s.pods[1] = member(nil) }, want: memberAction{kind: memberKeep}},
+		{name: "not Ready yet: wait", members: both, nodes: testNodes("n-a", "n-b"),
+			mutate: func(s *snapshot) { s.pods[1] = member(func(p *corev1.Pod) { p.Status.Conditions = nil }) },
+			want:   memberAction{kind: memberKeep, wait: true}},
+		{name: "terminating: wait", members: both, nodes: testNodes("n-a", "n-b"),
+			mutate: func(s *snapshot) { s.pods[1] = member(terminating) }, want: memberAction{kind: memberKeep, wait: true}},
+		{name: "terminating on a gone node: force-delete", members: both, nodes: testNodes("n-a"),
+			mutate: func(s *snapshot) { s.pods[1] = member(terminating) },
+			want:   memberAction{kind: memberDelete, wait: true, why: "its node is lost", force: true}},
+		{name: "terminated: recreate", members: both, nodes: testNodes("n-a", "n-b"),
+			mutate: func(s *snapshot) { s.pods[1] = member(func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }) },
+			want: memberAction{kind: memberDelete, wait: true, why: "recreate",
+				warning: "pod pg-1 of member 1 is Failed; deleting it to recreate it on node n-b"}},
+		{name: "wrong hostname: recreate", members: both, nodes: testNodes("n-a", "n-b"),
+			mutate: func(s *snapshot) { s.pods[1] = member(func(p *corev1.Pod) { p.Spec.Hostname = "other" }) },
+			want: memberAction{kind: memberDelete, wait: true, why: "recreate",
+				warning: `pod pg-1 has hostname "other" and subdomain "pg", want "pg-1" and "pg"; deleting it to recreate it`}},
+		{name: "member labels lost: relabel", members: both, nodes: testNodes("n-a", "n-b"),
+			mutate: func(s *snapshot) {
+				s.pods[1] = member(func(p *corev1.Pod) { delete(p.Labels, v1alpha1.LabelOrdinal) })
+			},
+			want: memberAction{kind: memberRelabel}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var mutate []func(*snapshot)
+			if tc.mutate != nil {
+				mutate = append(mutate, tc.mutate)
+			}
+			got := planMember(testSnapshot(t, pg, tc.members, tc.nodes, mutate...), 1, plan)
+			if !reflect.DeepEqual(got.template, tc.want.template) {
+				t.Errorf("template %v, want %v", got.template, tc.want.template)
+			}
+			got.template, tc.want.template = nil, nil
+			if got != tc.want {
+				t.Errorf("planMember = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

@@ -96,27 +96,83 @@ func (fc *defaultFlockControl) syncMembers(ctx context.Context, s *snapshot, pla
 	return utilerrors.NewAggregate(errs)
 }
 
-// syncMember makes sure member ord has a healthy pod on its node. It
-// returns wait=true when an OrderedReady Flock must not go past this member
-// yet.
-func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord int32, plan updatePlan, changed map[int32]bool) (bool, error) {
-	f, members, pod, nodes, now := s.flock, s.members, s.pods[ord], s.nodes, s.now
-	logger := klog.FromContext(ctx)
-	m, ok := members[ord]
-	if !ok {
-		return true, nil // unplaced; reported as blocked
-	}
-	name := PodName(f.Name, ord)
-	if pod == nil {
-		if s.nameTaken[ord] {
-			return true, nil // the name is taken; reported as blocked
-		}
-		if s.helpers[ord] != nil {
-			return true, nil // scaled back up while its data is removed; reported as blocked
-		}
+// memberActionKind is what a sync writes for one member.
+type memberActionKind int
+
+const (
+	// memberKeep: nothing to write.
+	memberKeep memberActionKind = iota
+	// memberCreate: create the member's pod.
+	memberCreate
+	// memberDelete: delete the member's pod (to recreate it).
+	memberDelete
+	// memberRelabel: put the member labels back on its pod.
+	memberRelabel
+)
+
+// memberAction is planMember's decision for one member.
+type memberAction struct {
+	kind memberActionKind
+	// wait: an OrderedReady Flock must not go past this member yet.
+	wait bool
+	// template and revision of the pod to create.
+	template *corev1.PodTemplateSpec
+	revision string
+	// why the pod is deleted, whether at once (its node cannot confirm),
+	// and the warning recorded as an event first ("": none).
+	why     string
+	force   bool
+	warning string
+}
+
+// planMember decides what member ord needs so that it has a healthy pod
+// on its node: nothing while it is unplaced, its pod name is taken or its
+// data directory is being removed (it is reported as blocked); a new pod
+// from the template plan.templateFor says; the deletion of a pod that
+// never finishes terminating (its node is lost), has terminated, or is not
+// the member it claims to be (so it is recreated); or its labels put back.
+func planMember(s *snapshot, ord int32, plan updatePlan) memberAction {
+	f, pod := s.flock, s.pods[ord]
+	m, ok := s.members[ord]
+	switch {
+	case !ok, pod == nil && (s.nameTaken[ord] || s.helpers[ord] != nil):
+		return memberAction{kind: memberKeep, wait: true}
+	case pod == nil:
 		tmpl, revision := plan.templateFor(f, ord)
+		return memberAction{kind: memberCreate, wait: true, template: tmpl, revision: revision}
+	}
+	force := mustForceDelete(pod, m.Node, s.nodes)
+	switch {
+	case isTerminating(pod) && force:
+		// A pod whose node is gone (or that is being moved off a lost
+		// node) never finishes terminating by itself.
+		return memberAction{kind: memberDelete, wait: true, why: "its node is lost", force: true}
+	case isTerminating(pod):
+		return memberAction{kind: memberKeep, wait: true}
+	case isTerminal(pod):
+		return memberAction{kind: memberDelete, wait: true, why: "recreate", force: force, warning: fmt.Sprintf(
+			"pod %s of member %d is %s; deleting it to recreate it on node %s", pod.Name, ord, pod.Status.Phase, m.Node)}
+	}
+	if why := identityMismatch(f, m, pod); why != "" {
+		return memberAction{kind: memberDelete, wait: true, why: "recreate", force: force, warning: why + "; deleting it to recreate it"}
+	}
+	wait := !isAvailable(pod, f.Spec.MinReadySeconds, s.now)
+	if !labelsMatch(f, ord, pod) {
+		return memberAction{kind: memberRelabel, wait: wait}
+	}
+	return memberAction{kind: memberKeep, wait: wait}
+}
+
+// syncMember writes what planMember decides for member ord. It returns
+// wait=true when an OrderedReady Flock must not go past this member yet.
+func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord int32, plan updatePlan, changed map[int32]bool) (bool, error) {
+	f, m, pod := s.flock, s.members[ord], s.pods[ord]
+	a := planMember(s, ord, plan)
+	switch a.kind {
+	case memberCreate:
+		name := PodName(f.Name, ord)
 		changed[ord] = true
-		err := fc.members.CreatePod(ctx, newMemberPodFromTemplate(f, tmpl, m, revision, fc.opts.DataRoot))
+		err := fc.members.CreatePod(ctx, newMemberPodFromTemplate(f, a.template, m, a.revision, fc.opts.DataRoot))
 		switch {
 		case apierrors.IsAlreadyExists(err):
 			// The cache is behind; the pod's event brings us back.
@@ -125,31 +181,15 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord 
 			fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create Pod %s for member %d on node %s failed: %v", name, ord, m.Node, err)
 			return true, fmt.Errorf("creating pod %s/%s: %w", f.Namespace, name, err)
 		}
-		logger.V(2).Info("Created member pod", "pod", klog.KRef(f.Namespace, name), "node", m.Node, "revision", revision)
-		fc.event(f, corev1.EventTypeNormal, "SuccessfulCreate", "created Pod %s for member %d on node %s (revision %s)", name, ord, m.Node, revision)
-		return true, nil
-	}
-	force := mustForceDelete(pod, m.Node, nodes)
-	if isTerminating(pod) {
-		if force {
-			// A pod whose node is gone (or that is being moved off a lost
-			// node) never finishes terminating by itself.
-			changed[ord] = true
-			return true, fc.deletePod(ctx, f, pod, "its node is lost", true)
+		klog.FromContext(ctx).V(2).Info("Created member pod", "pod", klog.KRef(f.Namespace, name), "node", m.Node, "revision", a.revision)
+		fc.event(f, corev1.EventTypeNormal, "SuccessfulCreate", "created Pod %s for member %d on node %s (revision %s)", name, ord, m.Node, a.revision)
+	case memberDelete:
+		if a.warning != "" {
+			fc.event(f, corev1.EventTypeWarning, "RecreatingPod", "%s", a.warning)
 		}
-		return true, nil
-	}
-	if isTerminal(pod) {
-		fc.event(f, corev1.EventTypeWarning, "RecreatingPod", "pod %s of member %d is %s; deleting it to recreate it on node %s", name, ord, pod.Status.Phase, m.Node)
 		changed[ord] = true
-		return true, fc.deletePod(ctx, f, pod, "recreate", force)
-	}
-	if why := identityMismatch(f, m, pod); why != "" {
-		fc.event(f, corev1.EventTypeWarning, "RecreatingPod", "%s; deleting it to recreate it", why)
-		changed[ord] = true
-		return true, fc.deletePod(ctx, f, pod, "recreate", force)
-	}
-	if !labelsMatch(f, ord, pod) {
+		return a.wait, fc.deletePod(ctx, f, pod, a.why, a.force)
+	case memberRelabel:
 		upd := pod.DeepCopy()
 		if upd.Labels == nil {
 			upd.Labels = map[string]string{}
@@ -159,5 +199,5 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord 
 			return true, fmt.Errorf("labelling pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 	}
-	return !isAvailable(pod, f.Spec.MinReadySeconds, now), nil
+	return a.wait, nil
 }
