@@ -399,7 +399,12 @@ func (c *Cluster) bin(name string) string { return filepath.Join(c.opts.BinDir, 
 
 // start launches a component and records it.
 func (c *Cluster) start(ctx context.Context, name, binary string, args, env []string) (*Process, error) {
-	p, err := StartProcess(name, c.bin(binary), args, env, filepath.Join(c.LogDir(), name+".log"), c.opts.WorkDir)
+	return c.startPath(ctx, name, c.bin(binary), args, env)
+}
+
+// startPath is start for a program given by its path.
+func (c *Cluster) startPath(ctx context.Context, name, path string, args, env []string) (*Process, error) {
+	p, err := StartProcess(name, path, args, env, filepath.Join(c.LogDir(), name+".log"), c.opts.WorkDir)
 	if err != nil {
 		return nil, err
 	}

@@ -85,6 +85,21 @@ type RealNode struct {
 	containerd, kubelet, dns *Process
 }
 
+// Kubelet is the node's kubelet process (tests stop it to lose the node).
+func (rn *RealNode) Kubelet() *Process { return rn.kubelet }
+
+// DataDir is where, on this machine, the node's data root is: the node's
+// containerd and kubelet see it at the cluster's DataRoot (Options.DataRoot),
+// so members' data directories <DataRoot>/<namespace>/<flock> of this node
+// are under DataDir()/<namespace>/<flock> here.
+func (rn *RealNode) DataDir() string { return filepath.Join(rn.Dir, "data") }
+
+// Tools that give each real node its own mount namespace (util-linux).
+const (
+	unsharePath = "/usr/bin/unshare"
+	nsenterPath = "/usr/bin/nsenter"
+)
+
 // RealNodesUnavailableError says why this machine cannot run real nodes.
 type RealNodesUnavailableError struct{ Reason string }
 
@@ -115,6 +130,11 @@ func RealNodeSupport(binDir string) error {
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
 		return no("no `ip` command (Debian package iproute2)")
+	}
+	for _, p := range []string{unsharePath, nsenterPath} {
+		if _, err := os.Stat(p); err != nil {
+			return no("no %s (Debian package util-linux)", p)
+		}
 	}
 	if len(cgroupHierarchies()) == 0 {
 		return no("no cgroup hierarchies under %s", cgroupV1Root)
@@ -325,8 +345,25 @@ func (c *Cluster) startRealNode(ctx context.Context, idx int) (*RealNode, error)
 	if err := os.WriteFile(filepath.Join(rn.Dir, "containerd.toml"), []byte(c.containerdConfig(rn)), 0o644); err != nil {
 		return rn, err
 	}
+	// containerd (and so the shims, runc and the containers) and kubelet
+	// share a mount namespace of the node's own, in which the data root is
+	// the node's data directory: every real node has its own data root at
+	// the same path, as separate machines would.
 	env := []string{"PATH=" + c.opts.BinDir + ":" + os.Getenv("PATH")}
-	if rn.containerd, err = c.start(ctx, name+"-containerd", "containerd", []string{"--config", filepath.Join(rn.Dir, "containerd.toml")}, env); err != nil {
+	wrapper, args := []string{}, []string{"--config", filepath.Join(rn.Dir, "containerd.toml")}
+	if c.opts.DataRoot != "" {
+		if err := os.MkdirAll(rn.DataDir(), 0o755); err != nil {
+			return rn, err
+		}
+		wrapper = []string{"--mount", "--propagation", "private", "--", "/bin/sh", "-c",
+			`mkdir -p "$1" && mount --bind "$2" "$1" && shift 2 && exec "$@"`, "sh", c.opts.DataRoot, rn.DataDir(), c.bin("containerd")}
+	}
+	if len(wrapper) > 0 {
+		rn.containerd, err = c.startPath(ctx, name+"-containerd", unsharePath, append(wrapper, args...), env)
+	} else {
+		rn.containerd, err = c.start(ctx, name+"-containerd", "containerd", args, env)
+	}
+	if err != nil {
 		return rn, err
 	}
 	if err := c.waitFor(ctx, rn.containerd, name+" containerd", func(ctx context.Context) (bool, error) {
@@ -370,7 +407,7 @@ func (c *Cluster) startRealNode(ctx context.Context, idx int) (*RealNode, error)
 	}
 	labels := []string{"type=real", RealNodeLabel + "=true", corev1.LabelInstanceTypeStable + "=real", LabelRegion + "=" + Region,
 		LabelZone + "=zone-real"}
-	args := []string{
+	args = []string{
 		"--config=" + config,
 		"--kubeconfig=" + kubeconfig,
 		"--root-dir=" + filepath.Join(rn.Dir, "kubelet"),
@@ -383,7 +420,13 @@ func (c *Cluster) startRealNode(ctx context.Context, idx int) (*RealNode, error)
 	if c.opts.TaintRealNodes {
 		args = append(args, "--register-with-taints="+RealNodeTaint+"=true:NoSchedule")
 	}
-	if rn.kubelet, err = c.start(ctx, name+"-kubelet", "kubelet", args, env); err != nil {
+	if c.opts.DataRoot != "" {
+		ns := fmt.Sprintf("--mount=/proc/%d/ns/mnt", rn.containerd.PID())
+		rn.kubelet, err = c.startPath(ctx, name+"-kubelet", nsenterPath, append([]string{ns, "--", c.bin("kubelet")}, args...), env)
+	} else {
+		rn.kubelet, err = c.start(ctx, name+"-kubelet", "kubelet", args, env)
+	}
+	if err != nil {
 		return rn, err
 	}
 	err = c.waitFor(ctx, rn.kubelet, "node "+name+" Ready", func(ctx context.Context) (bool, error) {

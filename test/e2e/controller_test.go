@@ -322,7 +322,7 @@ func ctlCheckMemberPod(t *testing.T, pod *corev1.Pod, f *flockv1alpha1.Flock, or
 			data = &pod.Spec.Volumes[i]
 		}
 	}
-	wantPath := memberHostDir(f.Namespace, f.Name, 0)
+	wantPath := memberDataPath(f.Namespace, f.Name)
 	switch {
 	case data == nil:
 		t.Errorf("pod %s: no volume %q among %+v", pod.Name, volume, pod.Spec.Volumes)

@@ -41,7 +41,7 @@ var (
 	realBefore cluster.MachineState
 )
 
-// needRealNodes returns the run's real nodes, starting one the first time;
+// needRealNodes returns the run's real nodes, starting two the first time;
 // the test skips (or fails, with FLOCK_E2E_REQUIRE_REAL_NODES=1) when the
 // machine cannot run it.
 func needRealNodes(t *testing.T) []*cluster.RealNode {
@@ -54,9 +54,9 @@ func needRealNodes(t *testing.T) []*cluster.RealNode {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
 		start := time.Now()
-		realNodes, realErr = env.AddRealNodes(klogContext(ctx), 1)
+		realNodes, realErr = env.AddRealNodes(klogContext(ctx), 2)
 		if realErr == nil {
-			fmt.Fprintf(os.Stderr, "e2e: real node %s Ready in %s\n", realNodes[0].Name, time.Since(start).Round(time.Millisecond))
+			fmt.Fprintf(os.Stderr, "e2e: real nodes %s and %s Ready in %s\n", realNodes[0].Name, realNodes[1].Name, time.Since(start).Round(time.Millisecond))
 		}
 	})
 	var unavailable *cluster.RealNodesUnavailableError
@@ -90,11 +90,21 @@ func realFlock(name, ns string, replicas int32) *flockv1alpha1.Flock {
 	return f
 }
 
-// memberHostDir is where member ord of Flock ns/name keeps its data on its
-// real node's host: <data-root>/<namespace>/<flock>, as the README says.
-func memberHostDir(ns, name string, ord int) string {
-	_ = ord // every member of a Flock has the same path, on its own node
+// memberDataPath is the data directory of Flock ns/name as its members'
+// nodes see it: <data-root>/<namespace>/<flock>, as the README says.
+func memberDataPath(ns, name string) string {
 	return filepath.Join(env.DataRoot(), ns, name)
+}
+
+// memberHostDir is where that directory of node's member is on this
+// machine: each real node has its own data root (RealNode.DataDir).
+func memberHostDir(ns, name, node string) string {
+	for _, rn := range env.RealNodes() {
+		if rn.Name == node {
+			return filepath.Join(rn.DataDir(), ns, name)
+		}
+	}
+	return memberDataPath(ns, name)
 }
 
 // memberExec runs flock-test in the member pod with the built kubectl.
@@ -106,8 +116,8 @@ func memberExec(ctx context.Context, ns, pod string, args ...string) (string, er
 	return res.Stdout, nil
 }
 
-// waitRealMember waits until pod ns/name runs Ready on node and returns it;
-// a pod with uid old does not count.
+// waitRealMember waits until pod ns/name runs Ready on node (any node when
+// node is empty) and returns it; a pod with uid old does not count.
 func waitRealMember(t *testing.T, ns, name, node string, old string) *corev1.Pod {
 	t.Helper()
 	var pod *corev1.Pod
@@ -119,7 +129,7 @@ func waitRealMember(t *testing.T, ns, name, node string, old string) *corev1.Pod
 		switch {
 		case string(p.UID) == old:
 			return fmt.Errorf("still the old pod %s", p.UID)
-		case p.Spec.NodeName != node:
+		case node != "" && p.Spec.NodeName != node, p.Spec.NodeName == "":
 			return fmt.Errorf("on node %q", p.Spec.NodeName)
 		case !podReady(p):
 			return fmt.Errorf("phase %s, conditions %+v, statuses %+v", p.Status.Phase, p.Status.Conditions, p.Status.ContainerStatuses)
@@ -228,7 +238,9 @@ func TestRealNodeDataSurvivesPodRecreation(t *testing.T) {
 	node := needRealNodes(t)[0]
 	ns := newNamespace(t)
 	const name = "keep"
-	createFlock(t, realFlock(name, ns, 1))
+	f := realFlock(name, ns, 1)
+	f.Spec.Placement.Nodes = []string{node.Name}
+	createFlock(t, f)
 	pod := waitRealMember(t, ns, name+"-0", node.Name, "")
 	if !strings.HasPrefix(pod.Status.PodIP, "10.88.") {
 		t.Errorf("pod IP %s is not on the real node's bridge (%s)", pod.Status.PodIP, node.Subnet)
@@ -238,9 +250,10 @@ func TestRealNodeDataSurvivesPodRecreation(t *testing.T) {
 	if _, err := memberExec(ctxFor(t), ns, pod.Name, "write", "/data/hello", token); err != nil {
 		t.Fatalf("kubectl exec write: %v", err)
 	}
-	onHost, err := os.ReadFile(filepath.Join(memberHostDir(ns, name, 0), "hello"))
+	hostFile := filepath.Join(memberHostDir(ns, name, node.Name), "hello")
+	onHost, err := os.ReadFile(hostFile)
 	if err != nil || string(onHost) != token {
-		t.Fatalf("host file %s: %q, %v; want %q", filepath.Join(memberHostDir(ns, name, 0), "hello"), onHost, err, token)
+		t.Fatalf("host file %s: %q, %v; want %q", hostFile, onHost, err, token)
 	}
 	logs, err := env.Kubectl(ctxFor(t), env.KubectlBuilt(), "logs", "-n", ns, pod.Name, "-c", "app")
 	if err != nil || !strings.Contains(logs.Stdout, "flock-test: sleeping") {
@@ -264,13 +277,14 @@ func TestRealNodeRetention(t *testing.T) {
 	for _, policy := range []flockv1alpha1.RetentionPolicyType{flockv1alpha1.RetainRetentionPolicy, flockv1alpha1.DeleteRetentionPolicy} {
 		name := strings.ToLower(string(policy))
 		f := realFlock(name, ns, 1)
+		f.Spec.Placement.Nodes = []string{node.Name}
 		f.Spec.Storage.Retention.WhenScaled = policy
 		createFlock(t, f)
 		pod := waitRealMember(t, ns, name+"-0", node.Name, "")
 		if _, err := memberExec(ctxFor(t), ns, pod.Name, "write", "/data/kept", string(policy)); err != nil {
 			t.Fatalf("%s: write: %v", policy, err)
 		}
-		file := filepath.Join(memberHostDir(ns, name, 0), "kept")
+		file := filepath.Join(memberHostDir(ns, name, node.Name), "kept")
 		if _, err := os.Stat(file); err != nil {
 			t.Fatalf("%s: %v", policy, err)
 		}
@@ -289,11 +303,11 @@ func TestRealNodeRetention(t *testing.T) {
 			}
 			return nil
 		})
-		entries, err := os.ReadDir(memberHostDir(ns, name, 0))
+		entries, err := os.ReadDir(memberHostDir(ns, name, node.Name))
 		switch policy {
 		case flockv1alpha1.DeleteRetentionPolicy:
 			if err == nil && len(entries) > 0 {
-				t.Errorf("Delete: %s still holds %v after the scale-down", memberHostDir(ns, name, 0), entryNames(entries))
+				t.Errorf("Delete: %s still holds %v after the scale-down", memberHostDir(ns, name, node.Name), entryNames(entries))
 			}
 		default:
 			if data, err := os.ReadFile(file); err != nil || string(data) != string(policy) {
@@ -390,6 +404,46 @@ func TestRealNodeDNSFromInsideAPod(t *testing.T) {
 	check("member 0's name follows its new pod IP "+moved.IP, members)
 }
 
+// A member whose real node is lost moves, under memberRecovery Reassign, to
+// the other real node and starts there with an empty data directory; the
+// lost node's directory stays (retention Retain).
+func TestRealNodeReassign(t *testing.T) {
+	nodes := needRealNodes(t)
+	ns := newNamespace(t)
+	const name = "move"
+	f := realFlock(name, ns, 1) // on either real node (nodeSelector)
+	after := int32(2)
+	f.Spec.MemberRecovery = flockv1alpha1.MemberRecovery{Policy: flockv1alpha1.ReassignMemberRecovery, AfterSeconds: &after}
+	createFlock(t, f)
+	pod := waitRealMember(t, ns, name+"-0", "", "")
+	lost, other := nodes[0], nodes[1]
+	if pod.Spec.NodeName == other.Name {
+		lost, other = other, lost
+	}
+	if _, err := memberExec(ctxFor(t), ns, pod.Name, "write", "/data/old", "from "+lost.Name); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+
+	// Lose the node: its kubelet stops and its Node object goes.
+	if err := lost.Kubelet().Stop(cluster.DefaultStopGrace); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, env.KubectlBuilt(), "delete", "node", lost.Name)
+	moved := waitRealMember(t, ns, pod.Name, other.Name, string(pod.UID))
+	if out, err := memberExec(ctxFor(t), ns, moved.Name, "read", "/data/old"); err == nil {
+		t.Errorf("the reassigned member on %s reads %q: want a fresh, empty directory", other.Name, out)
+	}
+	if _, err := memberExec(ctxFor(t), ns, moved.Name, "write", "/data/new", "on "+other.Name); err != nil {
+		t.Errorf("the reassigned member cannot write its directory: %v", err)
+	}
+	if data, err := os.ReadFile(filepath.Join(memberHostDir(ns, name, lost.Name), "old")); err != nil || string(data) != "from "+lost.Name {
+		t.Errorf("the lost node's directory: %q, %v; want it kept (Retain)", data, err)
+	}
+	if _, err := os.Stat(filepath.Join(memberHostDir(ns, name, other.Name), "new")); err != nil {
+		t.Errorf("the new node's directory: %v", err)
+	}
+}
+
 // TestRealNodeTeardown runs last in the lane: it stops the real nodes and
 // checks that no process, mount, bridge, cgroup, fixed path or sysctl is
 // left changed.
@@ -401,7 +455,9 @@ func TestRealNodeTeardown(t *testing.T) {
 	if diff := cluster.SnapshotMachine(env.BinDir()).Diff(realBefore); len(diff) > 0 {
 		t.Errorf("the machine differs after the real nodes' teardown:\n  %s", strings.Join(diff, "\n  "))
 	}
-	if _, err := env.Kube.CoreV1().Nodes().Get(ctxFor(t), realNodes[0].Name, metav1.GetOptions{}); err == nil {
-		t.Errorf("node %s still exists", realNodes[0].Name)
+	for _, rn := range realNodes {
+		if _, err := env.Kube.CoreV1().Nodes().Get(ctxFor(t), rn.Name, metav1.GetOptions{}); err == nil {
+			t.Errorf("node %s still exists", rn.Name)
+		}
 	}
 }

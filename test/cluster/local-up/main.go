@@ -235,9 +235,11 @@ func realSummary(c *cluster.Cluster) string {
 	}
 	return fmt.Sprintf(`%s
                  label %s=true, taint %s:NoSchedule; offline image %s
-                 data directories: %s/<namespace>/<flock>
+                 data directories: %s/<namespace>/<flock> on each node, i.e. here
+                 in %s/<namespace>/<flock> (each node has its own mount namespace)
                  try: kubectl apply -f artifacts/examples/flock-real-node.yaml`,
-		strings.Join(parts, " "), cluster.RealNodeLabel, cluster.RealNodeTaint, cluster.TestImage, c.DataRoot())
+		strings.Join(parts, " "), cluster.RealNodeLabel, cluster.RealNodeTaint, cluster.TestImage, c.DataRoot(),
+		filepath.Join(filepath.Dir(rns[0].Dir), "real-<i>", filepath.Base(rns[0].DataDir())))
 }
 
 // dnsSummary names CoreDNS's address and port and the zones it serves.
