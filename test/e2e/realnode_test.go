@@ -96,15 +96,59 @@ func memberDataPath(ns, name string) string {
 	return filepath.Join(env.DataRoot(), ns, name)
 }
 
-// memberHostDir is where that directory of node's member is on this
-// machine: each real node has its own data root (RealNode.DataDir).
-func memberHostDir(ns, name, node string) string {
-	for _, rn := range env.RealNodes() {
-		if rn.Name == node {
-			return filepath.Join(rn.DataDir(), ns, name)
+// memberHostDir is where the data directory of member pod is on this
+// machine: the path its data volume has on its node (an inline hostPath, or
+// the hostPath of its PersistentVolume), under that real node's own data
+// root (RealNode.DataDir). It follows whatever the controller gives pods.
+func memberHostDir(t *testing.T, pod *corev1.Pod) string {
+	t.Helper()
+	var onNode string
+	for _, v := range pod.Spec.Volumes {
+		if v.Name != "data" {
+			continue
+		}
+		switch {
+		case v.HostPath != nil:
+			onNode = v.HostPath.Path
+		case v.PersistentVolumeClaim != nil:
+			pvc, err := env.Kube.CoreV1().PersistentVolumeClaims(pod.Namespace).Get(ctxFor(t), v.PersistentVolumeClaim.ClaimName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("claim of %s: %v", pod.Name, err)
+			}
+			pv, err := env.Kube.CoreV1().PersistentVolumes().Get(ctxFor(t), pvc.Spec.VolumeName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("volume of %s: %v", pod.Name, err)
+			}
+			switch {
+			case pv.Spec.HostPath != nil:
+				onNode = pv.Spec.HostPath.Path
+			case pv.Spec.Local != nil:
+				onNode = pv.Spec.Local.Path
+			}
 		}
 	}
-	return memberDataPath(ns, name)
+	rel, err := filepath.Rel(env.DataRoot(), onNode)
+	if onNode == "" || err != nil || strings.HasPrefix(rel, "..") {
+		t.Fatalf("pod %s: data volume at %q, not under the data root %s", pod.Name, onNode, env.DataRoot())
+	}
+	for _, rn := range env.RealNodes() {
+		if rn.Name == pod.Spec.NodeName {
+			return filepath.Join(rn.DataDir(), rel)
+		}
+	}
+	t.Fatalf("pod %s is on %q, not a real node", pod.Name, pod.Spec.NodeName)
+	return ""
+}
+
+// dataVolumeIsClaim reports whether member pod's data volume is a claim
+// (the storage issue's PV-backed data) rather than an inline hostPath.
+func dataVolumeIsClaim(pod *corev1.Pod) bool {
+	for _, v := range pod.Spec.Volumes {
+		if v.Name == "data" {
+			return v.PersistentVolumeClaim != nil
+		}
+	}
+	return false
 }
 
 // memberExec runs flock-test in the member pod with the built kubectl.
@@ -250,7 +294,7 @@ func TestRealNodeDataSurvivesPodRecreation(t *testing.T) {
 	if _, err := memberExec(ctxFor(t), ns, pod.Name, "write", "/data/hello", token); err != nil {
 		t.Fatalf("kubectl exec write: %v", err)
 	}
-	hostFile := filepath.Join(memberHostDir(ns, name, node.Name), "hello")
+	hostFile := filepath.Join(memberHostDir(t, pod), "hello")
 	onHost, err := os.ReadFile(hostFile)
 	if err != nil || string(onHost) != token {
 		t.Fatalf("host file %s: %q, %v; want %q", hostFile, onHost, err, token)
@@ -284,7 +328,8 @@ func TestRealNodeRetention(t *testing.T) {
 		if _, err := memberExec(ctxFor(t), ns, pod.Name, "write", "/data/kept", string(policy)); err != nil {
 			t.Fatalf("%s: write: %v", policy, err)
 		}
-		file := filepath.Join(memberHostDir(ns, name, node.Name), "kept")
+		dir := memberHostDir(t, pod)
+		file := filepath.Join(dir, "kept")
 		if _, err := os.Stat(file); err != nil {
 			t.Fatalf("%s: %v", policy, err)
 		}
@@ -303,11 +348,11 @@ func TestRealNodeRetention(t *testing.T) {
 			}
 			return nil
 		})
-		entries, err := os.ReadDir(memberHostDir(ns, name, node.Name))
+		entries, err := os.ReadDir(dir)
 		switch policy {
 		case flockv1alpha1.DeleteRetentionPolicy:
 			if err == nil && len(entries) > 0 {
-				t.Errorf("Delete: %s still holds %v after the scale-down", memberHostDir(ns, name, node.Name), entryNames(entries))
+				t.Errorf("Delete: %s still holds %v after the scale-down", dir, entryNames(entries))
 			}
 		default:
 			if data, err := os.ReadFile(file); err != nil || string(data) != string(policy) {
@@ -404,6 +449,38 @@ func TestRealNodeDNSFromInsideAPod(t *testing.T) {
 	check("member 0's name follows its new pod IP "+moved.IP, members)
 }
 
+// A member whose containers run as a non-root user can write its data
+// directory: the storage issue's prepare helper gives the directory the
+// template's runAsUser and fsGroup. Until member data is PV-backed (issue
+// 13) kubelet creates the inline hostPath as root, and the test skips.
+func TestRealNodeNonRootMemberWrites(t *testing.T) {
+	node := needRealNodes(t)[0]
+	ns := newNamespace(t)
+	const name = "nonroot"
+	f := realFlock(name, ns, 1)
+	f.Spec.Placement.Nodes = []string{node.Name}
+	uid, gid := int64(1000), int64(2000)
+	f.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: &uid, RunAsGroup: &gid, FSGroup: &gid}
+	createFlock(t, f)
+	pod := waitRealMember(t, ns, name+"-0", node.Name, "")
+	if !dataVolumeIsClaim(pod) {
+		t.Skip("member data is an inline hostPath (created by kubelet as root); this needs the PV-backed data of issue 13")
+	}
+	if out, err := memberExec(ctxFor(t), ns, pod.Name, "id"); err != nil || !strings.HasPrefix(out, "uid=1000 ") {
+		t.Fatalf("id in the member: %q, %v", out, err)
+	}
+	if _, err := memberExec(ctxFor(t), ns, pod.Name, "write", "/data/mine", "non-root"); err != nil {
+		t.Fatalf("a non-root member cannot write its directory: %v", err)
+	}
+	st, err := os.Stat(filepath.Join(memberHostDir(t, pod), "mine"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || sys.Uid != uint32(uid) {
+		t.Errorf("the file on the host is owned by %+v, want uid %d", st.Sys(), uid)
+	}
+}
+
 // A member whose real node is lost moves, under memberRecovery Reassign, to
 // the other real node and starts there with an empty data directory; the
 // lost node's directory stays (retention Retain).
@@ -436,10 +513,10 @@ func TestRealNodeReassign(t *testing.T) {
 	if _, err := memberExec(ctxFor(t), ns, moved.Name, "write", "/data/new", "on "+other.Name); err != nil {
 		t.Errorf("the reassigned member cannot write its directory: %v", err)
 	}
-	if data, err := os.ReadFile(filepath.Join(memberHostDir(ns, name, lost.Name), "old")); err != nil || string(data) != "from "+lost.Name {
+	if data, err := os.ReadFile(filepath.Join(memberHostDir(t, pod), "old")); err != nil || string(data) != "from "+lost.Name {
 		t.Errorf("the lost node's directory: %q, %v; want it kept (Retain)", data, err)
 	}
-	if _, err := os.Stat(filepath.Join(memberHostDir(ns, name, other.Name), "new")); err != nil {
+	if _, err := os.Stat(filepath.Join(memberHostDir(t, moved), "new")); err != nil {
 		t.Errorf("the new node's directory: %v", err)
 	}
 }
