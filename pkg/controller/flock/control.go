@@ -107,7 +107,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		if err := fc.syncMembers(ctx, s, plan, changed); err != nil {
 			errs = append(errs, err)
 		}
-		if err := fc.rollingUpdate(ctx, f, podByOrdinal, plan, changed, nodes, now); err != nil {
+		if err := fc.rollingUpdate(ctx, s, plan, changed); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -410,3 +410,78 @@ func TestPlanMember(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanRollingUpdate(t *testing.T) {
+	pg := newFlock("pg", 3)
+	nodes := []string{"n-a", "n-b", "n-c"}
+	members := map[int32]string{0: "n-a", 1: "n-b", 2: "n-c"}
+	old := func(ord int32, mutate ...func(*corev1.Pod)) *corev1.Pod {
+		pod := NewMemberPod(pg, v1alpha1.FlockMember{Ordinal: ord, Node: nodes[ord]}, "old", DefaultDataRoot)
+		pod.Spec.NodeName = nodes[ord]
+		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
+			Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(decisionNow.Add(-time.Hour)),
+		}}}
+		for _, m := range mutate {
+			m(pod)
+		}
+		return pod
+	}
+	notReady := func(p *corev1.Pod) { p.Status.Conditions = nil }
+	allOld := func(s *snapshot) {
+		for ord := range int32(3) {
+			s.pods[ord] = old(ord)
+		}
+	}
+	rolling := updatePlan{Strategy: v1alpha1.RollingUpdateFlockStrategyType, MaxUnavailable: 1, Update: "new", Current: "old"}
+	withPlan := func(mutate func(*updatePlan)) updatePlan {
+		p := rolling
+		mutate(&p)
+		return p
+	}
+	lostA := newNode("n-a")
+	setNodeReady(false)(lostA)
+
+	tests := []struct {
+		name    string
+		nodes   []*corev1.Node
+		mutate  func(*snapshot)
+		plan    updatePlan
+		changed map[int32]bool
+		replace []int32
+		waiting string
+	}{
+		{name: "one at a time from the top", mutate: allOld, plan: rolling, replace: []int32{2}, waiting: "pg-1"},
+		{name: "an unavailable pod costs nothing", plan: rolling, replace: []int32{2}, waiting: "pg-1",
+			mutate: func(s *snapshot) { allOld(s); s.pods[2] = old(2, notReady) }},
+		{name: "an unavailable pod below spends the budget", plan: rolling, waiting: "pg-2",
+			mutate: func(s *snapshot) { allOld(s); s.pods[0] = old(0, notReady) }},
+		{name: "a pod on a NotReady node is unavailable", nodes: []*corev1.Node{lostA, newNode("n-b"), newNode("n-c")},
+			plan: rolling, mutate: allOld, waiting: "pg-2"},
+		{name: "partition", mutate: allOld, plan: withPlan(func(p *updatePlan) { p.Partition = 2 }), replace: []int32{2}},
+		{name: "maxUnavailable 2", mutate: allOld, plan: withPlan(func(p *updatePlan) { p.MaxUnavailable = 2 }),
+			replace: []int32{2, 1}, waiting: "pg-0"},
+		{name: "changed this sync: left alone and unavailable", mutate: allOld, plan: rolling,
+			changed: map[int32]bool{2: true}, waiting: "pg-1"},
+		{name: "OnDelete: nothing", mutate: allOld,
+			plan: withPlan(func(p *updatePlan) { p.Strategy = v1alpha1.OnDeleteFlockStrategyType })},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.nodes == nil {
+				tc.nodes = testNodes(nodes...)
+			}
+			s := testSnapshot(t, pg, members, tc.nodes, tc.mutate)
+			replace, waiting := planRollingUpdate(s, tc.plan, tc.changed)
+			if !slices.Equal(replace, tc.replace) {
+				t.Errorf("replace = %v, want %v", replace, tc.replace)
+			}
+			var got string
+			if waiting != nil {
+				got = waiting.Name
+			}
+			if got != tc.waiting {
+				t.Errorf("waiting = %q, want %q", got, tc.waiting)
+			}
+		})
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -120,29 +119,29 @@ func (fc *defaultFlockControl) syncRevisions(ctx context.Context, f *v1alpha1.Fl
 	return newUpdatePlan(f, pods, update, current, currentTemplate), own, utilerrors.NewAggregate(errs)
 }
 
-// rollingUpdate replaces, under the RollingUpdate strategy, the pods of
-// members at or above the partition that run an earlier revision, from the
-// highest ordinal down, keeping at most maxUnavailable members unavailable
-// (missing, not Ready, Ready for less than minReadySeconds, or on a gone or
-// NotReady node). A pod that
-// is already unavailable costs nothing to replace, so it is replaced when
-// its turn comes even without budget: that is how a rollout halted on a
-// pod of a broken template resumes once the template is fixed. The order is
-// never skipped: the first available pod that the budget does not allow
-// stops the update until the next sync. changed are ordinals whose pods
-// this sync already created or deleted; they count as unavailable and are
-// left alone.
-func (fc *defaultFlockControl) rollingUpdate(ctx context.Context, f *v1alpha1.Flock, pods map[int32]*corev1.Pod, plan updatePlan, changed map[int32]bool, nodes map[string]*corev1.Node, now time.Time) error {
+// planRollingUpdate decides, under the RollingUpdate strategy, which pods
+// of members at or above the partition that run an earlier revision to
+// replace now, in order: from the highest ordinal down, keeping at most
+// maxUnavailable members unavailable (missing, not Ready, Ready for less
+// than minReadySeconds, or on a gone or NotReady node). A pod that is
+// already unavailable costs nothing to replace, so it is replaced when its
+// turn comes even without budget: that is how a rollout halted on a pod of a
+// broken template resumes once the template is fixed. The order is never
+// skipped: the first available pod that the budget does not allow stops the
+// update until the next sync (waiting is then that pod). changed are
+// ordinals whose pods this sync already created or deleted; they count as
+// unavailable and are left alone.
+func planRollingUpdate(s *snapshot, plan updatePlan, changed map[int32]bool) (replace []int32, waiting *corev1.Pod) {
 	if plan.Strategy != v1alpha1.RollingUpdateFlockStrategyType {
-		return nil
+		return nil, nil
 	}
-	logger := klog.FromContext(ctx)
+	f, pods := s.flock, s.pods
 	replicas := replicasOf(f)
 	minReady := f.Spec.MinReadySeconds
 	// A pod on a gone or NotReady node is not available, whatever it says.
 	available := func(pod *corev1.Pod) bool {
-		node := nodes[PinnedNode(pod)]
-		return node != nil && placement.IsReady(node) && isAvailable(pod, minReady, now)
+		node := s.nodes[PinnedNode(pod)]
+		return node != nil && placement.IsReady(node) && isAvailable(pod, minReady, s.now)
 	}
 	unavailable := 0
 	for ord := range replicas {
@@ -159,16 +158,30 @@ func (fc *defaultFlockControl) rollingUpdate(ctx context.Context, f *v1alpha1.Fl
 		}
 		if available(pod) {
 			if budget <= 0 {
-				logger.V(4).Info("Rolling update waits for unavailable members", "next", klog.KObj(pod), "unavailable", unavailable, "maxUnavailable", plan.MaxUnavailable)
-				return nil
+				return replace, pod
 			}
 			budget--
 		}
+		replace = append(replace, ord)
+	}
+	return replace, nil
+}
+
+// rollingUpdate replaces the pods planRollingUpdate says, in its order,
+// and adds their ordinals to changed.
+func (fc *defaultFlockControl) rollingUpdate(ctx context.Context, s *snapshot, plan updatePlan, changed map[int32]bool) error {
+	logger := klog.FromContext(ctx)
+	replace, waiting := planRollingUpdate(s, plan, changed)
+	for _, ord := range replace {
+		pod := s.pods[ord]
 		logger.V(2).Info("Replacing pod for rolling update", "pod", klog.KObj(pod), "from", podRevision(pod), "to", plan.Update)
 		changed[ord] = true
-		if err := fc.deletePod(ctx, f, pod, "rolling update to revision "+plan.Update, mustForceDelete(pod, "", nodes)); err != nil {
+		if err := fc.deletePod(ctx, s.flock, pod, "rolling update to revision "+plan.Update, mustForceDelete(pod, "", s.nodes)); err != nil {
 			return err
 		}
+	}
+	if waiting != nil {
+		logger.V(4).Info("Rolling update waits for unavailable members", "next", klog.KObj(waiting), "maxUnavailable", plan.MaxUnavailable)
 	}
 	return nil
 }
