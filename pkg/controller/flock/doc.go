@@ -16,9 +16,8 @@
 //     snapshot (snapshot.go) of what the sync needs and runs the steps of
 //     one sync in order. Decisions are pure functions of the snapshot
 //     (planPlacement, planRecovery, blockedMembers, planMember,
-//     planRollingUpdate), executed by
-//     the steps: member_placement.go (nodes of
-//     new members), recovery.go (members on lost nodes: Wait or Reassign),
+//     planRollingUpdate), executed by the steps: member_placement.go
+//     (nodes of new members), recovery.go (members on lost nodes: Wait or Reassign),
 //     service.go (the headless Service), rollout.go (template revisions as
 //     ControllerRevisions, the rolling update, revision history),
 //     member_sync.go (creating and deleting member pods), cleanup.go
