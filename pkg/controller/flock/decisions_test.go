@@ -485,3 +485,92 @@ func TestPlanRollingUpdate(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanScaleDown(t *testing.T) {
+	ordered := newFlock("pg", 1)
+	parallel := ordered.DeepCopy()
+	parallel.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	pod := func(f *v1alpha1.Flock, ord int32, node string, terminating bool) *corev1.Pod {
+		p := testPod(f, ord, node, true, nil)
+		if terminating {
+			p.DeletionTimestamp = &metav1.Time{Time: decisionNow}
+		}
+		return p
+	}
+	type del struct {
+		name    string
+		force   bool
+		changes bool
+	}
+	tests := []struct {
+		name    string
+		flock   *v1alpha1.Flock
+		nodes   []*corev1.Node
+		pods    []*corev1.Pod
+		want    []del
+		waiting string
+	}{
+		{name: "OrderedReady: the highest first, one at a time", flock: ordered, nodes: testNodes("n-a", "n-b", "n-c"),
+			pods: []*corev1.Pod{pod(ordered, 0, "n-a", false), pod(ordered, 1, "n-b", false), pod(ordered, 2, "n-c", false)},
+			want: []del{{"pg-2", false, true}}},
+		{name: "OrderedReady: waits for a terminating pod", flock: ordered, nodes: testNodes("n-a", "n-b", "n-c"),
+			pods:    []*corev1.Pod{pod(ordered, 1, "n-b", false), pod(ordered, 2, "n-c", true)},
+			waiting: "pg-2"},
+		{name: "a terminating pod on a gone node is forced", flock: ordered, nodes: testNodes("n-a", "n-b"),
+			pods: []*corev1.Pod{pod(ordered, 1, "n-b", false), pod(ordered, 2, "n-c", true)},
+			want: []del{{"pg-2", true, false}}, waiting: "pg-2"},
+		{name: "Parallel: all at once", flock: parallel, nodes: testNodes("n-a", "n-b"),
+			pods: []*corev1.Pod{pod(parallel, 0, "n-a", false), pod(parallel, 1, "n-b", false), pod(parallel, 2, "n-c", false)},
+			want: []del{{"pg-2", true, true}, {"pg-1", false, true}}},
+		{name: "nothing above replicas", flock: ordered, nodes: testNodes("n-a"), pods: []*corev1.Pod{pod(ordered, 0, "n-a", false)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := testSnapshot(t, tc.flock, nil, tc.nodes, func(s *snapshot) {
+				for _, p := range tc.pods {
+					ord, _ := ParseOrdinal("pg", p.Name)
+					s.pods[ord] = p
+				}
+			})
+			deletions, waiting := planScaleDown(s)
+			var got []del
+			for _, d := range deletions {
+				got = append(got, del{d.pod.Name, d.force, d.changes})
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("deletions = %v, want %v", got, tc.want)
+			}
+			if name := ptrName(waiting); name != tc.waiting {
+				t.Errorf("waiting = %q, want %q", name, tc.waiting)
+			}
+		})
+	}
+}
+
+func ptrName(p *corev1.Pod) string {
+	if p == nil {
+		return ""
+	}
+	return p.Name
+}
+
+func TestPlanReassignedDeletions(t *testing.T) {
+	pg := newFlock("pg", 2)
+	notReady := newNode("n-b")
+	setNodeReady(false)(notReady)
+	s := testSnapshot(t, pg, map[int32]string{0: "n-a", 1: "n-c"}, []*corev1.Node{newNode("n-a"), notReady, newNode("n-c")}, func(s *snapshot) {
+		s.pods[0] = testPod(pg, 0, "n-a", true, nil) // on its member's node
+		s.pods[1] = testPod(pg, 1, "n-b", true, nil) // member 1 moved to n-c
+	})
+	got := planReassignedDeletions(s)
+	if len(got) != 1 || got[0].pod.Name != "pg-1" || !got[0].force || !got[0].changes ||
+		got[0].why != "member 1 was reassigned from node n-b to node n-c" {
+		t.Fatalf("deletions = %+v", got)
+	}
+	// Terminating on a Ready node: it finishes by itself; nothing to do.
+	s.nodes["n-b"] = newNode("n-b")
+	s.pods[1].DeletionTimestamp = &metav1.Time{Time: decisionNow}
+	if got := planReassignedDeletions(s); len(got) != 0 {
+		t.Fatalf("deletions of a pod terminating on a Ready node = %+v", got)
+	}
+}

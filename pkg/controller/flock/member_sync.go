@@ -25,26 +25,15 @@ import (
 // all at once. New pods get the revision plan.templateFor says. The
 // ordinals whose pods it creates or deletes are added to changed.
 func (fc *defaultFlockControl) syncMembers(ctx context.Context, s *snapshot, plan updatePlan, changed map[int32]bool) error {
-	f, members, pods, nodes := s.flock, s.members, s.pods, s.nodes
+	f := s.flock
 	logger := klog.FromContext(ctx)
 	replicas := replicasOf(f)
 	monotonic := f.Spec.PodManagementPolicy != v1alpha1.ParallelPodManagement
 	var errs []error
 
-	// A pod pinned to another node than its member's (the member was
-	// reassigned off a lost node) is not the member any more: it goes at
-	// once, whatever the order, so it cannot keep serving the member's name
-	// if its node comes back.
-	for _, ord := range sortedOrdinals(pods) {
-		pod := pods[ord]
-		m, ok := members[ord]
-		node := PinnedNode(pod)
-		if !ok || node == "" || node == m.Node || (isTerminating(pod) && !mustForceDelete(pod, m.Node, nodes)) {
-			continue
-		}
-		changed[ord] = true
-		why := fmt.Sprintf("member %d was reassigned from node %s to node %s", ord, node, m.Node)
-		if err := fc.deletePod(ctx, f, pod, why, mustForceDelete(pod, m.Node, nodes)); err != nil {
+	for _, d := range planReassignedDeletions(s) {
+		changed[d.ord] = true
+		if err := fc.deletePod(ctx, f, d.pod, d.why, d.force); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -65,35 +54,85 @@ func (fc *defaultFlockControl) syncMembers(ctx context.Context, s *snapshot, pla
 		}
 	}
 
+	deletions, waiting := planScaleDown(s)
+	for _, d := range deletions {
+		if d.changes {
+			logger.V(2).Info("Deleting pod for scale down", "pod", klog.KObj(d.pod))
+			changed[d.ord] = true
+		}
+		if err := fc.deletePod(ctx, f, d.pod, d.why, d.force); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if waiting != nil {
+		logger.V(4).Info("Waiting for pod to terminate before scaling down further", "pod", klog.KObj(waiting))
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// podDeletion is a pod a decision deletes.
+type podDeletion struct {
+	ord   int32
+	pod   *corev1.Pod
+	why   string
+	force bool
+	// changes: the deletion changes the member (it is not of a pod
+	// already terminating).
+	changes bool
+}
+
+// planReassignedDeletions returns the pods pinned to another node than
+// their member's (the member was reassigned off a lost node): such a pod is
+// not the member any more and goes at once, whatever the order, so it
+// cannot keep serving the member's name if its node comes back.
+func planReassignedDeletions(s *snapshot) []podDeletion {
+	var out []podDeletion
+	for _, ord := range sortedOrdinals(s.pods) {
+		pod := s.pods[ord]
+		m, ok := s.members[ord]
+		node := PinnedNode(pod)
+		force := ok && mustForceDelete(pod, m.Node, s.nodes)
+		if !ok || node == "" || node == m.Node || (isTerminating(pod) && !force) {
+			continue
+		}
+		out = append(out, podDeletion{ord: ord, pod: pod, force: force, changes: true,
+			why: fmt.Sprintf("member %d was reassigned from node %s to node %s", ord, node, m.Node)})
+	}
+	return out
+}
+
+// planScaleDown returns the pods of ordinals at or above replicas to
+// delete, highest first: with OrderedReady one at a time (waiting is then
+// a pod still terminating that the next must wait for), with Parallel all
+// at once. A terminating pod whose node is gone is force-deleted.
+func planScaleDown(s *snapshot) (deletions []podDeletion, waiting *corev1.Pod) {
+	replicas := replicasOf(s.flock)
+	monotonic := s.flock.Spec.PodManagementPolicy != v1alpha1.ParallelPodManagement
 	var condemned []int32
-	for ord := range pods {
+	for ord := range s.pods {
 		if ord >= replicas {
 			condemned = append(condemned, ord)
 		}
 	}
 	slices.SortFunc(condemned, func(a, b int32) int { return int(b) - int(a) })
 	for _, ord := range condemned {
-		pod := pods[ord]
+		pod := s.pods[ord]
+		force := mustForceDelete(pod, "", s.nodes)
 		if isTerminating(pod) {
-			if mustForceDelete(pod, "", nodes) {
-				errs = append(errs, fc.deletePod(ctx, f, pod, "scale down; its node is gone", true))
+			if force {
+				deletions = append(deletions, podDeletion{ord: ord, pod: pod, why: "scale down; its node is gone", force: true})
 			}
 			if monotonic {
-				logger.V(4).Info("Waiting for pod to terminate before scaling down further", "pod", klog.KObj(pod))
-				break
+				return deletions, pod
 			}
 			continue
 		}
-		logger.V(2).Info("Deleting pod for scale down", "pod", klog.KObj(pod))
-		changed[ord] = true
-		if err := fc.deletePod(ctx, f, pod, "scale down", mustForceDelete(pod, "", nodes)); err != nil {
-			errs = append(errs, err)
-		}
+		deletions = append(deletions, podDeletion{ord: ord, pod: pod, why: "scale down", force: force, changes: true})
 		if monotonic {
 			break
 		}
 	}
-	return utilerrors.NewAggregate(errs)
+	return deletions, nil
 }
 
 // memberActionKind is what a sync writes for one member.
