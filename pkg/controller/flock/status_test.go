@@ -1,7 +1,6 @@
 package flock
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -132,56 +131,5 @@ func TestComputeStatus(t *testing.T) {
 	}
 	if c := meta.FindStatusCondition(st.Conditions, v1alpha1.FlockAvailable); c.Status != metav1.ConditionTrue {
 		t.Errorf("Available = %+v", c)
-	}
-}
-
-func TestMemberBlockage(t *testing.T) {
-	m := v1alpha1.FlockMember{Ordinal: 2, Node: "n-c"}
-	node := newNode("n-c")
-	cordoned := node.DeepCopy()
-	cordoned.Spec.Unschedulable = true
-	notReady := node.DeepCopy()
-	notReady.Status.Conditions[0].Status = corev1.ConditionUnknown
-	pending := &corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{{
-		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes: Insufficient cpu",
-	}}}}
-	running := readyPod("pg-2", 2, "", time.Now())
-	boundNotReady := &corev1.Pod{Spec: corev1.PodSpec{NodeName: "n-c"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
-
-	for name, tc := range map[string]struct {
-		pod    *corev1.Pod
-		node   *corev1.Node
-		reason string
-		msg    string
-	}{
-		"gone":                  {nil, nil, ReasonNodeGone, "member 2 waits for node n-c, which is gone"},
-		"not ready":             {nil, notReady, ReasonNodeNotReady, "member 2 waits for node n-c, which is NotReady"},
-		"cordoned":              {pending, cordoned, ReasonNodeCordoned, "member 2 waits for node n-c, which is cordoned"},
-		"unschedulable":         {pending, node, ReasonUnschedulable, "member 2 cannot be scheduled on node n-c: 0/3 nodes: Insufficient cpu"},
-		"ready pod on cordoned": {running, cordoned, "", ""},
-		"bound pod on cordoned": {boundNotReady, cordoned, "", ""},
-		"no pod yet":            {nil, node, "", ""},
-	} {
-		b := memberBlockage(m, tc.pod, tc.node, nil)
-		switch {
-		case tc.reason == "" && b != nil:
-			t.Errorf("%s: blocked %+v", name, b)
-		case tc.reason != "" && (b == nil || b.Reason != tc.reason || b.Message != tc.msg):
-			t.Errorf("%s: blockage = %+v, want %s %q", name, b, tc.reason, tc.msg)
-		}
-	}
-}
-
-func TestMemberBlockageTaint(t *testing.T) {
-	m := v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}
-	node := newNode("n-b")
-	node.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}
-	b := memberBlockage(m, nil, node, nil)
-	if b == nil || b.Reason != ReasonNodeTainted || !strings.HasPrefix(b.Message, "member 1 waits for node n-b, which ") {
-		t.Fatalf("blockage = %+v", b)
-	}
-	tolerated := []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "gpu", Effect: corev1.TaintEffectNoSchedule}}
-	if b := memberBlockage(m, nil, node, tolerated); b != nil {
-		t.Fatalf("tolerated taint blocks: %+v", b)
 	}
 }

@@ -5,39 +5,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
-
-func TestParseOrdinal(t *testing.T) {
-	for _, tc := range []struct {
-		pod  string
-		ord  int32
-		okay bool
-	}{
-		{"pg-0", 0, true},
-		{"pg-12", 12, true},
-		{"pg-2147483647", 2147483647, true},
-		{"pg-2147483648", 0, false},
-		{"pg-01", 0, false},
-		{"pg--1", 0, false},
-		{"pg-+1", 0, false},
-		{"pg-", 0, false},
-		{"pg", 0, false},
-		{"pg-1-0", 0, false}, // a pod of Flock "pg-1"
-		{"pgx-1", 0, false},
-		{"pg-1a", 0, false},
-	} {
-		ord, ok := ParseOrdinal("pg", tc.pod)
-		if ok != tc.okay || ord != tc.ord {
-			t.Errorf("ParseOrdinal(pg, %q) = %d, %v; want %d, %v", tc.pod, ord, ok, tc.ord, tc.okay)
-		}
-		if ok && PodName("pg", ord) != tc.pod {
-			t.Errorf("PodName(pg, %d) = %q, want %q", ord, PodName("pg", ord), tc.pod)
-		}
-	}
-}
 
 func TestPinnedNode(t *testing.T) {
 	pin := func(node string) corev1.NodeSelectorRequirement {
@@ -111,79 +81,5 @@ func TestNewMemberPodPinsEveryTerm(t *testing.T) {
 	}
 	if why := identityMismatch(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-b"}, pod); why == "" {
 		t.Error("a pod on another node matches")
-	}
-}
-
-func TestServicePorts(t *testing.T) {
-	always := corev1.ContainerRestartPolicyAlways
-	spec := &corev1.PodSpec{
-		InitContainers: []corev1.Container{
-			{Name: "init", Ports: []corev1.ContainerPort{{ContainerPort: 1}}}, // not a sidecar: no port
-			{Name: "sidecar", RestartPolicy: &always, Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: 9100}}},
-		},
-		Containers: []corev1.Container{
-			{Name: "a", Ports: []corev1.ContainerPort{
-				{Name: "pg", ContainerPort: 5432},
-				{ContainerPort: 8008, Protocol: corev1.ProtocolTCP},
-				{ContainerPort: 8008, Protocol: corev1.ProtocolUDP},
-			}},
-			{Name: "b", Ports: []corev1.ContainerPort{
-				{Name: "pg", ContainerPort: 5433},    // name taken
-				{Name: "again", ContainerPort: 5432}, // duplicate port
-			}},
-		},
-	}
-	want := []corev1.ServicePort{
-		{Name: "metrics", Protocol: corev1.ProtocolTCP, Port: 9100, TargetPort: intstr.FromInt32(9100)},
-		{Name: "pg", Protocol: corev1.ProtocolTCP, Port: 5432, TargetPort: intstr.FromInt32(5432)},
-		{Name: "tcp-8008", Protocol: corev1.ProtocolTCP, Port: 8008, TargetPort: intstr.FromInt32(8008)},
-		{Name: "udp-8008", Protocol: corev1.ProtocolUDP, Port: 8008, TargetPort: intstr.FromInt32(8008)},
-		{Name: "tcp-5433", Protocol: corev1.ProtocolTCP, Port: 5433, TargetPort: intstr.FromInt32(5433)},
-	}
-	if got := ServicePorts(spec); !equality.Semantic.DeepEqual(got, want) {
-		t.Errorf("ServicePorts =\n%+v\nwant\n%+v", got, want)
-	}
-	single := &corev1.PodSpec{Containers: []corev1.Container{{Ports: []corev1.ContainerPort{{ContainerPort: 80}}}}}
-	if got := ServicePorts(single); len(got) != 1 || got[0].Name != "" {
-		t.Errorf("a single unnamed port = %+v, want it unnamed", got)
-	}
-	if got := ServicePorts(&corev1.PodSpec{}); got != nil {
-		t.Errorf("no ports = %+v", got)
-	}
-}
-
-func TestRevision(t *testing.T) {
-	a := newFlock("pg", 1).Spec.Template
-	b := *a.DeepCopy()
-	if Revision(&a) != Revision(&b) {
-		t.Fatal("equal templates, different revisions")
-	}
-	b.Labels = map[string]string{"app": "pg"} // same content, new map
-	if Revision(&a) != Revision(&b) {
-		t.Fatal("equal templates, different revisions")
-	}
-	b.Spec.Containers[0].Image = "postgres:18"
-	if Revision(&a) == Revision(&b) {
-		t.Fatal("an image change kept the revision")
-	}
-	if r := Revision(&a); len(r) == 0 || len(r) > 63 {
-		t.Fatalf("revision %q is not a label value", r)
-	}
-	// Pinned value: a revision must not change across releases for an
-	// unchanged template, or every pod would look outdated after an upgrade.
-	if got, want := Revision(&corev1.PodTemplateSpec{}), "658c46c486"; got != want {
-		t.Fatalf("empty template revision = %q, want %q", got, want)
-	}
-}
-
-func TestOptionsComplete(t *testing.T) {
-	o, err := Options{}.Complete()
-	if err != nil || o.ClusterDomain != "cluster.local" || o.DataRoot != "/var/lib/flock" || o.Workers != 1 {
-		t.Fatalf("defaults = %+v, %v", o, err)
-	}
-	for _, bad := range []Options{{DataRoot: "relative"}, {DataRoot: "/"}, {DataRoot: "/a/../b"}, {ClusterDomain: ".local."}} {
-		if _, err := bad.Complete(); err == nil {
-			t.Errorf("%+v: no error", bad)
-		}
 	}
 }
