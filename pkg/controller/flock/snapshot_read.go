@@ -1,0 +1,74 @@
+// File snapshot_read.go: reading a sync's snapshot from the caches, once at
+// the start of Sync and once more after adoption.
+
+package flock
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+)
+
+// takeSnapshot reads what a sync of f needs from the caches. pods are the
+// candidate pods the loop found.
+func (fc *defaultFlockControl) takeSnapshot(f *v1alpha1.Flock, selector labels.Selector, pods []*corev1.Pod, now time.Time) (*snapshot, error) {
+	nodeList, err := fc.nodeLister.List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	s := &snapshot{
+		flock: f, now: now, selector: selector, candidates: pods, dataRoot: fc.opts.DataRoot,
+		members:    membersByOrdinal(f.Status.Members),
+		nodeList:   nodeList,
+		nodes:      make(map[string]*corev1.Node, len(nodeList)),
+		otherUsage: map[string]int{},
+		lostSince:  map[string]time.Time{},
+	}
+	for _, n := range nodeList {
+		s.nodes[n.Name] = n
+		if since, lost := fc.lost.lostSince(n.Name, n, now); lost {
+			s.lostSince[n.Name] = since
+		}
+	}
+	for _, m := range f.Status.Members {
+		if _, ok := s.nodes[m.Node]; !ok {
+			since, _ := fc.lost.lostSince(m.Node, nil, now)
+			s.lostSince[m.Node] = since
+		}
+	}
+	flocks, _ := fc.flockLister.List(labels.Everything())
+	for _, g := range flocks {
+		if g.UID == f.UID {
+			continue
+		}
+		for _, m := range g.Status.Members {
+			s.otherUsage[m.Node]++
+		}
+	}
+	return s, nil
+}
+
+// adopted returns a copy of s with the pods the Flock owns after adoption
+// and release, and what stands in the way of creating the missing ones:
+// pod names taken by pods the Flock does not control (read after the
+// release, which may have just made one), and data-cleanup helpers.
+func (fc *defaultFlockControl) adopted(s *snapshot, owned []*corev1.Pod) *snapshot {
+	n := s.withPods(owned)
+	f := s.flock
+	n.nameTaken, n.helpers = map[int32]bool{}, map[int32]*corev1.Pod{}
+	for ord := range replicasOf(f) {
+		if n.pods[ord] != nil {
+			continue
+		}
+		if other, err := fc.members.GetPod(f.Namespace, PodName(f.Name, ord)); err == nil && !isControlledBy(other, f) {
+			n.nameTaken[ord] = true
+		}
+		if h, err := fc.members.GetPod(f.Namespace, CleanupPodName(f.Name, ord)); err == nil {
+			n.helpers[ord] = h
+		}
+	}
+	return n
+}
