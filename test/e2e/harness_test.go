@@ -20,7 +20,7 @@ func TestHarnessFlockAPIServerLifecycle(t *testing.T) {
 	before := createFlock(t, newFlock("durable", ns, 1))
 
 	oldPID := env.FlockProcess().PID()
-	p, err := env.RestartFlockAPIServer(ctxFor(t), nil)
+	p, err := env.RestartFlockAPIServer(ctxFor(t), flockArgs())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,7 @@ func TestControllerLeaderElection(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), leaderRestartTimeout)
 		defer cancel()
-		if _, err := env.RestartFlockAPIServer(ctx, strings.Fields(os.Getenv("FLOCK_E2E_FLOCK_ARGS"))); err != nil {
+		if _, err := env.RestartFlockAPIServer(ctx, flockArgs()); err != nil {
 			t.Errorf("restoring the main flock-apiserver: %v", err)
 		}
 	})
@@ -77,7 +77,7 @@ func TestControllerLeaderElection(t *testing.T) {
 	if holder := leaderLeaseHolder(t); holder != idA {
 		t.Fatalf("Lease holder %q, but A (pid %d) logged that it leads as %q", holder, a.PID(), idA)
 	}
-	b, err := env.RestartFlockAPIServer(startCtx, shared)
+	b, err := env.RestartFlockAPIServer(startCtx, append(flockArgs(), shared...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,7 +110,7 @@ func runMain(m *testing.M) int {
 		// helper runs the offline test image.
 		TaintRealNodes: true,
 		DataRoot:       filepath.Join(workDir, "data"),
-		FlockArgs:      append([]string{"--helper-image=" + cluster.TestImage}, strings.Fields(os.Getenv("FLOCK_E2E_FLOCK_ARGS"))...),
+		FlockArgs:      flockArgs(),
 	})
 	upCancel()
 	if err != nil {
@@ -140,4 +140,11 @@ func runMain(m *testing.M) int {
 		_ = os.RemoveAll(workDir)
 	}
 	return code
+}
+
+// flockArgs are the main flock-apiserver's own flags: the helper image the
+// nodes have offline, and FLOCK_E2E_FLOCK_ARGS. A test that restarts it
+// with other flags restores these.
+func flockArgs() []string {
+	return append([]string{"--helper-image=" + cluster.TestImage}, strings.Fields(os.Getenv("FLOCK_E2E_FLOCK_ARGS"))...)
 }

@@ -10,7 +10,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -92,7 +91,7 @@ var podSecurityCases = []struct {
 // procMount in a pod with hostUsers: false, and the Flock then follows the
 // cluster (accepted), which the privileged namespace shows.
 func TestMemberDryRunPodSecurity(t *testing.T) {
-	args := strings.Fields(os.Getenv("FLOCK_E2E_FLOCK_ARGS"))
+	args := flockArgs()
 	if _, err := env.RestartFlockAPIServer(ctxFor(t), append(slices.Clone(args), "--allow-host-access")); err != nil {
 		t.Fatal(err)
 	}
