@@ -5,7 +5,9 @@
 # foreground; Ctrl-C stops everything it started.
 #
 # Needs `make tools build` (the Makefile target does that first).
-# Environment: NODES (default 3), KUBE_APISERVER_PORT (default 6443),
+# Environment: NODES (default 3), REAL_NODES (kubelet + containerd nodes on
+# this machine; default 1 when it can run one, else 0 with the reason),
+# KUBE_APISERVER_PORT (default 6443),
 # FLOCK_APISERVER_PORT (default 9443), DNS_PORT (CoreDNS, UDP and TCP; default: a
 # free port, printed), FLOCK_ARGS (extra flock-apiserver flags).
 set -euo pipefail
