@@ -1,11 +1,12 @@
 // Package ociimage packs files into a single-layer container image and writes
-// images as a tarball that `ctr images import` (and `docker load`) read. It
+// images as a tarball that `ctr images import` (and `docker load`) read, or as
+// an OCI image layout directory (what `make image` leaves under _output). It
 // needs no registry and no daemon, and it is reproducible: the same files and
 // config give the same layer, config and manifest digests (every timestamp is
 // the Unix epoch, owners are root, entries are sorted).
 //
 // The real nodes of the local control plane run the test program packed here
-// (test/cluster); `make image` can pack flock-apiserver the same way.
+// (test/cluster); `make image` packs flock-apiserver the same way (hack/image).
 package ociimage
 
 import (
@@ -22,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -40,6 +42,8 @@ type Entry struct {
 	Dir bool
 	// Symlink, when set, makes the entry a symbolic link to this target.
 	Symlink string
+	// UID and GID own the entry; zero (root) unless set.
+	UID, GID int
 }
 
 // Spec describes an image: its one layer and its runtime config.
@@ -147,6 +151,8 @@ func layerBytes(entries []Entry) ([]byte, error) {
 		hdr := &tar.Header{
 			Name:    strings.TrimPrefix(p, "/"),
 			Mode:    e.Mode,
+			Uid:     e.UID,
+			Gid:     e.GID,
 			ModTime: epoch,
 			Format:  tar.FormatPAX,
 		}
@@ -196,4 +202,35 @@ func WriteTarball(file string, images map[string]v1.Image) error {
 		return err
 	}
 	return f.Close()
+}
+
+// refNameAnnotation names an image in an OCI layout's index (the OCI image
+// spec's org.opencontainers.image.ref.name).
+const refNameAnnotation = "org.opencontainers.image.ref.name"
+
+// WriteLayout writes images as a fresh OCI image layout in dir (whatever dir
+// held is removed first), each under its tag as the index's ref name. Tags
+// are written in sorted order, so the same images give the same index.
+func WriteLayout(dir string, images map[string]v1.Image) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	tags := make([]string, 0, len(images))
+	for tag := range images {
+		if _, err := name.NewTag(tag); err != nil {
+			return fmt.Errorf("ociimage: image tag %q: %w", tag, err)
+		}
+		tags = append(tags, tag)
+	}
+	slices.Sort(tags)
+	for _, tag := range tags {
+		if err := p.AppendImage(images[tag], layout.WithAnnotations(map[string]string{refNameAnnotation: tag})); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -4,13 +4,16 @@ import (
 	"archive/tar"
 	"errors"
 	"io"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/validate"
 )
 
 func testSpec(data string) Spec {
@@ -168,6 +171,84 @@ func TestWriteTarballRoundTrip(t *testing.T) {
 		}
 	}
 	if err := WriteTarball(file, map[string]v1.Image{"Not A Tag!": img}); err == nil {
+		t.Error("bad tag: no error")
+	}
+}
+
+func TestWriteLayoutValidates(t *testing.T) {
+	spec := testSpec("program")
+	spec.Entries = append(spec.Entries, Entry{Path: "/var/lib/data", Dir: true, Mode: 0o700, UID: 65532, GID: 65532})
+	img, err := Build(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dirs := []string{filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")}
+	for _, dir := range dirs {
+		if err := WriteLayout(dir, map[string]v1.Image{"localhost/prog:v1": img}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Writing again over an existing layout replaces it, not appends to it.
+	if err := WriteLayout(dirs[0], map[string]v1.Image{"localhost/prog:v1": img}); err != nil {
+		t.Fatal(err)
+	}
+	var indexes [][]byte
+	for _, dir := range dirs {
+		idx, err := layout.ImageIndexFromPath(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := validate.Index(idx); err != nil {
+			t.Errorf("%s: layout does not validate: %v", dir, err)
+		}
+		m, err := idx.IndexManifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(m.Manifests) != 1 || m.Manifests[0].Annotations[refNameAnnotation] != "localhost/prog:v1" {
+			t.Fatalf("%s: index manifests %+v, want one named localhost/prog:v1", dir, m.Manifests)
+		}
+		want, _ := img.Digest()
+		if m.Manifests[0].Digest != want {
+			t.Errorf("%s: digest %s, want %s", dir, m.Manifests[0].Digest, want)
+		}
+		raw, err := os.ReadFile(filepath.Join(dir, "index.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		indexes = append(indexes, raw)
+		back, err := idx.Image(want)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layers, _ := back.Layers()
+		rc, err := layers[0].Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(rc)
+		found := false
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				break
+			}
+			if h.Name == "var/lib/data/" {
+				found = true
+				if h.Uid != 65532 || h.Gid != 65532 || h.Mode != 0o700 {
+					t.Errorf("var/lib/data: uid %d gid %d mode %o, want 65532 65532 700", h.Uid, h.Gid, h.Mode)
+				}
+			}
+		}
+		rc.Close()
+		if !found {
+			t.Error("var/lib/data missing from the layer")
+		}
+	}
+	if string(indexes[0]) != string(indexes[1]) {
+		t.Errorf("two layouts of one image differ:\n%s\n%s", indexes[0], indexes[1])
+	}
+	if err := WriteLayout(dirs[1], map[string]v1.Image{"Not A Tag!": img}); err == nil {
 		t.Error("bad tag: no error")
 	}
 }
