@@ -37,6 +37,7 @@ func TestLeastPrivilege(t *testing.T) {
 		{[]string{"delete", "services", "-n", ns, controller}, "no"},
 		{[]string{"update", "events", "-n", ns, controller}, "no"},
 		{[]string{"get", "secrets", "-n", ns, controller}, "no"},
+		{[]string{"get", "pods", "-n", ns, controller}, "no"},
 		{[]string{"update", "leases/flock-controller", "-n", cluster.FlockNamespace, controller}, "yes"},
 		{[]string{"update", "leases/kube-scheduler", "-n", cluster.FlockNamespace, controller}, "no"},
 		{[]string{"get", "leases/other", "-n", cluster.FlockNamespace, controller}, "no"},
