@@ -43,13 +43,6 @@ func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
 }
 
-// flockArgs are the extra flags the suite's flock-apiserver runs with: the
-// cleanup helper on the offline test image, then FLOCK_E2E_FLOCK_ARGS. A test
-// that restarts the server with other flags restores these.
-func flockArgs() []string {
-	return append([]string{"--helper-image=" + cluster.TestImage}, strings.Fields(os.Getenv("FLOCK_E2E_FLOCK_ARGS"))...)
-}
-
 func runMain(m *testing.M) int {
 	binDir := os.Getenv("FLOCK_BIN")
 	if binDir == "" {
