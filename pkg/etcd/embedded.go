@@ -1,5 +1,7 @@
 // Package etcd runs the embedded etcd member that flock-apiserver stores
-// Flocks in when no external etcd cluster is given.
+// Flocks in when no external etcd cluster is given: a single member on
+// loopback, or one member of a cluster formed by several flock-apiserver
+// replicas (cluster.go).
 package etcd
 
 import (
@@ -16,12 +18,15 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Config is the configuration of an embedded etcd member on loopback.
+// Config is the configuration of an embedded etcd member.
 type Config struct {
 	// DataDir holds the member's data; Flocks survive a restart on the same DataDir.
 	DataDir string
-	// ClientPort and PeerPort are the loopback ports of the member.
+	// ClientPort and PeerPort are the loopback ports of a single member
+	// (Cluster nil).
 	ClientPort, PeerPort int
+	// Cluster, when set, makes this member one of a cluster, over TLS.
+	Cluster *ClusterConfig
 }
 
 // readyTimeout bounds the wait for the member to serve.
@@ -43,25 +48,31 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("embedded etcd: %w", err)
 	}
-	clientURL := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", c.ClientPort)}
-	peerURL := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", c.PeerPort)}
 	cfg := embed.NewConfig()
-	cfg.Name = "flock"
 	cfg.Dir = c.DataDir
-	cfg.ListenClientUrls = []url.URL{clientURL}
-	cfg.AdvertiseClientUrls = []url.URL{clientURL}
-	cfg.ListenPeerUrls = []url.URL{peerURL}
-	cfg.AdvertisePeerUrls = []url.URL{peerURL}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.LogLevel = "warn"
 	// A metrics listener of its own is not needed: etcd's metrics are not
 	// served by flock-apiserver.
 	cfg.ListenMetricsUrls = nil
+	if c.Cluster == nil {
+		clientURL := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", c.ClientPort)}
+		peerURL := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", c.PeerPort)}
+		cfg.Name = "flock"
+		cfg.ListenClientUrls = []url.URL{clientURL}
+		cfg.AdvertiseClientUrls = []url.URL{clientURL}
+		cfg.ListenPeerUrls = []url.URL{peerURL}
+		cfg.AdvertisePeerUrls = []url.URL{peerURL}
+		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	} else if err := c.Cluster.apply(ctx, c.DataDir, cfg); err != nil {
+		return nil, fmt.Errorf("embedded etcd member: %w", err)
+	}
 
-	logger.Info("Starting embedded etcd", "dataDir", c.DataDir, "clientURL", clientURL.String())
+	logger.Info("Starting embedded etcd", "name", cfg.Name, "dataDir", c.DataDir,
+		"clientURL", cfg.AdvertiseClientUrls[0].String(), "clusterState", cfg.ClusterState)
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("embedded etcd: cannot start on 127.0.0.1:%d/%d: %w", c.ClientPort, c.PeerPort, err)
+		return nil, fmt.Errorf("embedded etcd: cannot start member %s (client %s, peer %s): %w",
+			cfg.Name, cfg.ListenClientUrls[0].String(), cfg.ListenPeerUrls[0].String(), err)
 	}
 	select {
 	case <-e.Server.ReadyNotify():
@@ -76,7 +87,7 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 		e.Close()
 		return nil, ctx.Err()
 	}
-	logger.Info("Embedded etcd is ready", "clientURL", clientURL.String())
+	logger.Info("Embedded etcd is ready", "name", cfg.Name, "clientURL", cfg.AdvertiseClientUrls[0].String())
 	s := &Server{etcd: e, failed: make(chan struct{})}
 	go s.watch()
 	return s, nil
@@ -117,6 +128,21 @@ func (s *Server) Err() error {
 // has failed, so that a supervisor restarts flock-apiserver.
 func (s *Server) LivezCheck() healthz.HealthChecker {
 	return healthz.NamedCheck("embedded-etcd", func(*http.Request) error { return s.Err() })
+}
+
+// ReadyzCheck is the /readyz check of the member: it fails while the member
+// knows no leader, that is while its cluster has no quorum, so that a load
+// balancer sends no request to a replica that cannot write.
+func (s *Server) ReadyzCheck() healthz.HealthChecker {
+	return healthz.NamedCheck("embedded-etcd-quorum", func(*http.Request) error {
+		if err := s.Err(); err != nil {
+			return err
+		}
+		if s.etcd.Server.Leader() == 0 {
+			return fmt.Errorf("embedded etcd member %s knows no leader: its cluster has no quorum", s.etcd.Config().Name)
+		}
+		return nil
+	})
 }
 
 // Stop stops the member gracefully.

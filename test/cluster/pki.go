@@ -193,6 +193,13 @@ func (ca *CA) IssueClient(dir, name, cn string, orgs ...string) (*KeyPair, error
 	return ca.issue(dir, certSpec{name: name, cn: cn, orgs: orgs, client: true})
 }
 
+// IssueServerClient issues a certificate that serves under dnsNames and ips
+// and also authenticates as a client (an etcd member's: its peers call it
+// and it calls them), written into dir as <name>.crt/.key.
+func (ca *CA) IssueServerClient(dir, name, cn string, dnsNames []string, ips []net.IP) (*KeyPair, error) {
+	return ca.issue(dir, certSpec{name: name, cn: cn, dnsNames: dnsNames, ips: ips, server: true, client: true})
+}
+
 // issue signs a leaf certificate described by spec and writes it into dir.
 func (ca *CA) issue(dir string, spec certSpec) (*KeyPair, error) {
 	tmpl := &x509.Certificate{

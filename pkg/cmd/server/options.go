@@ -5,6 +5,7 @@ package server
 import (
 	"fmt"
 	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ import (
 	"flock.dev/flock/pkg/admission/plugin/memberdryrun"
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/pkg/apiserver"
+	"flock.dev/flock/pkg/etcd"
 )
 
 const (
@@ -90,7 +92,28 @@ type EmbeddedEtcdOptions struct {
 	DataDir    string
 	ClientPort int
 	PeerPort   int
+
+	// Cluster mode: set by InitialCluster.
+
+	// Name is this member's stable name (a StatefulSet pod's name).
+	Name string
+	// InitialCluster is "name=https://peer:port,..." over all members.
+	InitialCluster string
+	// ClientURL is this member's client URL; flock-apiserver stores Flocks
+	// through it (client traffic to the local member).
+	ClientURL string
+	// ClusterClientURLs are all members' client URLs, asked when this member
+	// starts without data.
+	ClusterClientURLs []string
+	// Peer and client TLS files.
+	PeerCertFile, PeerKeyFile, PeerTrustedCAFile       string
+	ClientCertFile, ClientKeyFile, ClientTrustedCAFile string
+	// Token tells this cluster from others during bootstrap.
+	Token string
 }
+
+// clusterMode reports whether the embedded member is one of a cluster.
+func (e *EmbeddedEtcdOptions) clusterMode() bool { return e.InitialCluster != "" }
 
 // NewOptions returns the default options.
 func NewOptions() *Options {
@@ -103,6 +126,7 @@ func NewOptions() *Options {
 			DataDir:    "/var/lib/flock-apiserver/etcd",
 			ClientPort: 2479,
 			PeerPort:   2480,
+			Token:      "flock-apiserver",
 		},
 		DataRoot:      flockcontroller.DefaultDataRoot,
 		ClusterDomain: flockcontroller.DefaultClusterDomain,
@@ -150,6 +174,29 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Loopback port of the embedded etcd member's client endpoint.")
 	fs.IntVar(&o.EmbeddedEtcd.PeerPort, "embedded-etcd-peer-port", o.EmbeddedEtcd.PeerPort,
 		"Loopback port of the embedded etcd member's peer endpoint.")
+	fs.StringVar(&o.EmbeddedEtcd.InitialCluster, "embedded-etcd-initial-cluster", o.EmbeddedEtcd.InitialCluster,
+		"Cluster mode: every member as name=https://peer-host:port, comma separated, identical on every replica (an odd number: 1, 3, 5 or 7). Empty: a single member on loopback.")
+	fs.StringVar(&o.EmbeddedEtcd.Name, "embedded-etcd-name", o.EmbeddedEtcd.Name,
+		"Cluster mode: this member's stable name, one of --embedded-etcd-initial-cluster's (in a StatefulSet, the pod's name).")
+	fs.StringVar(&o.EmbeddedEtcd.ClientURL, "embedded-etcd-client-url", o.EmbeddedEtcd.ClientURL,
+		"Cluster mode: this member's https client URL. The member listens on its port (on its host if that is an IP address, on every address otherwise) and flock-apiserver stores Flocks through it.")
+	fs.StringSliceVar(&o.EmbeddedEtcd.ClusterClientURLs, "embedded-etcd-cluster-client-urls", o.EmbeddedEtcd.ClusterClientURLs,
+		"Cluster mode: the https client URLs of all members. A member that starts with an empty data directory asks them whether the cluster runs, and if this member served before, removes and re-adds it.")
+	fs.StringVar(&o.EmbeddedEtcd.Token, "embedded-etcd-initial-cluster-token", o.EmbeddedEtcd.Token,
+		"Cluster mode: token that tells this cluster from others during bootstrap.")
+	for _, f := range []struct {
+		p          *string
+		name, help string
+	}{
+		{&o.EmbeddedEtcd.PeerCertFile, "embedded-etcd-peer-cert-file", "certificate the member serves peers with and presents to them (server and client usage)"},
+		{&o.EmbeddedEtcd.PeerKeyFile, "embedded-etcd-peer-key-file", "key of --embedded-etcd-peer-cert-file"},
+		{&o.EmbeddedEtcd.PeerTrustedCAFile, "embedded-etcd-peer-trusted-ca-file", "CA the peers' certificates must chain to"},
+		{&o.EmbeddedEtcd.ClientCertFile, "embedded-etcd-client-cert-file", "certificate the member serves clients with; flock-apiserver also presents it as its client certificate (server and client usage)"},
+		{&o.EmbeddedEtcd.ClientKeyFile, "embedded-etcd-client-key-file", "key of --embedded-etcd-client-cert-file"},
+		{&o.EmbeddedEtcd.ClientTrustedCAFile, "embedded-etcd-client-trusted-ca-file", "CA the clients' certificates must chain to"},
+	} {
+		fs.StringVar(f.p, f.name, *f.p, "Cluster mode: PEM file, "+f.help+".")
+	}
 
 	fs = fss.FlagSet("flock")
 	fs.StringVar(&o.DataRoot, "data-root", o.DataRoot,
@@ -185,10 +232,14 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 
 // Complete fills in what the flags leave open.
 func (o *Options) Complete() error {
-	if len(o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList) == 0 {
+	if transport := &o.RecommendedOptions.Etcd.StorageConfig.Transport; len(transport.ServerList) == 0 {
 		o.embedded = true
-		o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList = []string{
-			fmt.Sprintf("http://127.0.0.1:%d", o.EmbeddedEtcd.ClientPort)}
+		if e := o.EmbeddedEtcd; e.clusterMode() {
+			transport.ServerList = []string{e.ClientURL}
+			transport.CertFile, transport.KeyFile, transport.TrustedCAFile = e.ClientCertFile, e.ClientKeyFile, e.ClientTrustedCAFile
+		} else {
+			transport.ServerList = []string{fmt.Sprintf("http://127.0.0.1:%d", o.EmbeddedEtcd.ClientPort)}
+		}
 	}
 	if o.Standalone {
 		o.RecommendedOptions.Authentication = nil
@@ -210,14 +261,20 @@ func (o *Options) Validate() error {
 		if o.EmbeddedEtcd.DataDir == "" {
 			errs = append(errs, fmt.Errorf("--embedded-etcd-data-dir is required when --etcd-servers is empty"))
 		}
-		for name, port := range map[string]int{"--embedded-etcd-client-port": o.EmbeddedEtcd.ClientPort, "--embedded-etcd-peer-port": o.EmbeddedEtcd.PeerPort} {
-			if port <= 0 || port > 65535 {
-				errs = append(errs, fmt.Errorf("%s must be between 1 and 65535, got %d", name, port))
+		if o.EmbeddedEtcd.clusterMode() {
+			errs = append(errs, o.EmbeddedEtcd.validateCluster()...)
+		} else {
+			for name, port := range map[string]int{"--embedded-etcd-client-port": o.EmbeddedEtcd.ClientPort, "--embedded-etcd-peer-port": o.EmbeddedEtcd.PeerPort} {
+				if port <= 0 || port > 65535 {
+					errs = append(errs, fmt.Errorf("%s must be between 1 and 65535, got %d", name, port))
+				}
+			}
+			if o.EmbeddedEtcd.ClientPort == o.EmbeddedEtcd.PeerPort {
+				errs = append(errs, fmt.Errorf("--embedded-etcd-client-port and --embedded-etcd-peer-port must differ, both are %d", o.EmbeddedEtcd.PeerPort))
 			}
 		}
-		if o.EmbeddedEtcd.ClientPort == o.EmbeddedEtcd.PeerPort {
-			errs = append(errs, fmt.Errorf("--embedded-etcd-client-port and --embedded-etcd-peer-port must differ, both are %d", o.EmbeddedEtcd.PeerPort))
-		}
+	} else if o.EmbeddedEtcd.clusterMode() {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-initial-cluster and --etcd-servers exclude each other: the embedded cluster is used only without --etcd-servers"))
 	}
 	// The controller's own rule, checked before anything (the embedded etcd
 	// first) starts.
@@ -249,6 +306,90 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--helper-namespace %q: %s", o.HelperNamespace, strings.Join(msgs, "; ")))
 	}
 	return utilerrors.NewAggregate(errs)
+}
+
+// maxEmbeddedMembers bounds the embedded cluster: every write waits for a
+// majority, and each member is a flock-apiserver replica.
+const maxEmbeddedMembers = 7
+
+// validateCluster checks the cluster-mode flags of the embedded member.
+func (e *EmbeddedEtcdOptions) validateCluster() []error {
+	var errs []error
+	members, err := etcd.ParseInitialCluster(e.InitialCluster)
+	if err != nil {
+		return []error{fmt.Errorf("--embedded-etcd-initial-cluster: %w", err)}
+	}
+	if n := len(members); n%2 == 0 || n > maxEmbeddedMembers {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-initial-cluster must list an odd number of members, at most %d (a majority must survive a failure), got %d", maxEmbeddedMembers, n))
+	}
+	for name, peer := range members {
+		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--embedded-etcd-initial-cluster: member name %q: %s", name, strings.Join(msgs, "; ")))
+		}
+		if err := httpsURL(peer); err != nil {
+			errs = append(errs, fmt.Errorf("--embedded-etcd-initial-cluster: peer URL of %q: %w", name, err))
+		}
+	}
+	if e.Name == "" {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-name is required with --embedded-etcd-initial-cluster"))
+	} else if _, ok := members[e.Name]; !ok {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-name %q is not a member of --embedded-etcd-initial-cluster", e.Name))
+	}
+	if err := httpsURL(e.ClientURL); err != nil {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-client-url: %w", err))
+	}
+	if len(e.ClusterClientURLs) == 0 {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-cluster-client-urls is required with --embedded-etcd-initial-cluster"))
+	}
+	for _, u := range e.ClusterClientURLs {
+		if err := httpsURL(u); err != nil {
+			errs = append(errs, fmt.Errorf("--embedded-etcd-cluster-client-urls: %w", err))
+		}
+	}
+	for flag, file := range map[string]string{
+		"--embedded-etcd-peer-cert-file": e.PeerCertFile, "--embedded-etcd-peer-key-file": e.PeerKeyFile, "--embedded-etcd-peer-trusted-ca-file": e.PeerTrustedCAFile,
+		"--embedded-etcd-client-cert-file": e.ClientCertFile, "--embedded-etcd-client-key-file": e.ClientKeyFile, "--embedded-etcd-client-trusted-ca-file": e.ClientTrustedCAFile,
+	} {
+		if file == "" {
+			errs = append(errs, fmt.Errorf("%s is required with --embedded-etcd-initial-cluster (peer and client traffic use TLS)", flag))
+		}
+	}
+	if e.Token == "" {
+		errs = append(errs, fmt.Errorf("--embedded-etcd-initial-cluster-token must not be empty"))
+	}
+	return errs
+}
+
+// httpsURL checks that s is an https URL with a host and a port.
+func httpsURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return err
+	}
+	if u.Scheme != "https" || u.Hostname() == "" || u.Port() == "" || (u.Path != "" && u.Path != "/") {
+		return fmt.Errorf("%q must be https://host:port", s)
+	}
+	return nil
+}
+
+// embeddedEtcdConfig is the configuration of the embedded member.
+func (o *Options) embeddedEtcdConfig() (etcd.Config, error) {
+	e := o.EmbeddedEtcd
+	c := etcd.Config{DataDir: e.DataDir, ClientPort: e.ClientPort, PeerPort: e.PeerPort}
+	if !e.clusterMode() {
+		return c, nil
+	}
+	members, err := etcd.ParseInitialCluster(e.InitialCluster)
+	if err != nil {
+		return c, fmt.Errorf("--embedded-etcd-initial-cluster: %w", err)
+	}
+	c.Cluster = &etcd.ClusterConfig{
+		Name: e.Name, InitialCluster: members, ClientURL: e.ClientURL, ClusterClientURLs: e.ClusterClientURLs,
+		Peer:   etcd.TLSFiles{CertFile: e.PeerCertFile, KeyFile: e.PeerKeyFile, TrustedCAFile: e.PeerTrustedCAFile},
+		Client: etcd.TLSFiles{CertFile: e.ClientCertFile, KeyFile: e.ClientKeyFile, TrustedCAFile: e.ClientTrustedCAFile},
+		Token:  e.Token,
+	}
+	return c, nil
 }
 
 // ControllerEnabled reports whether --controllers enables the named controller.

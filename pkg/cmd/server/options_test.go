@@ -1,6 +1,8 @@
 package server
 
 import (
+	"fmt"
+
 	"github.com/spf13/pflag"
 	"net"
 	"strings"
@@ -37,6 +39,43 @@ func TestOptionsValidate(t *testing.T) {
 		{"empty helper image", func(o *Options) { o.HelperImage = "" }, []string{"--helper-image is required"}},
 		{"helper namespace not a name", func(o *Options) { o.HelperNamespace = "Flock System" }, []string{`--helper-namespace "Flock System"`}},
 		{"zero rollout halt", func(o *Options) { o.RolloutHaltAfter = 0 }, []string{"--rollout-halt-after must be positive"}},
+		{"embedded cluster", withCluster(func(*Options) {}), nil},
+		{"cluster of one", withCluster(func(o *Options) {
+			o.EmbeddedEtcd.InitialCluster = "flock-0=https://a:2380"
+			o.EmbeddedEtcd.Name = "flock-0"
+		}), nil},
+		{"cluster of two", withCluster(func(o *Options) {
+			o.EmbeddedEtcd.InitialCluster = "flock-0=https://a:2380,flock-1=https://b:2380"
+		}), []string{"--embedded-etcd-initial-cluster must list an odd number of members, at most 7", "got 2"}},
+		{"cluster of nine", withCluster(func(o *Options) {
+			var entries []string
+			for i := range 9 {
+				entries = append(entries, fmt.Sprintf("flock-%d=https://h%d:2380", i, i))
+			}
+			o.EmbeddedEtcd.InitialCluster = strings.Join(entries, ",")
+		}), []string{"at most 7", "got 9"}},
+		{"cluster entry without URL", withCluster(func(o *Options) { o.EmbeddedEtcd.InitialCluster = "flock-0" }), []string{`--embedded-etcd-initial-cluster: entry "flock-0" is not name=peerURL`}},
+		{"cluster name twice", withCluster(func(o *Options) {
+			o.EmbeddedEtcd.InitialCluster = "flock-0=https://a:2380,flock-0=https://b:2380,flock-2=https://c:2380"
+		}), []string{`member name "flock-0" appears twice`}},
+		{"plain http peer", withCluster(func(o *Options) {
+			o.EmbeddedEtcd.InitialCluster = "flock-0=http://a:2380,flock-1=https://b:2380,flock-2=https://c:2380"
+		}), []string{`peer URL of "flock-0": "http://a:2380" must be https://host:port`}},
+		{"bad member name", withCluster(func(o *Options) {
+			o.EmbeddedEtcd.InitialCluster = "Flock_0=https://a:2380,flock-1=https://b:2380,flock-2=https://c:2380"
+			o.EmbeddedEtcd.Name = "flock-1"
+		}), []string{`member name "Flock_0"`}},
+		{"no member name", withCluster(func(o *Options) { o.EmbeddedEtcd.Name = "" }), []string{"--embedded-etcd-name is required"}},
+		{"name not in cluster", withCluster(func(o *Options) { o.EmbeddedEtcd.Name = "flock-9" }), []string{`--embedded-etcd-name "flock-9" is not a member`}},
+		{"client URL without port", withCluster(func(o *Options) { o.EmbeddedEtcd.ClientURL = "https://a" }), []string{`--embedded-etcd-client-url: "https://a" must be https://host:port`}},
+		{"no cluster client URLs", withCluster(func(o *Options) { o.EmbeddedEtcd.ClusterClientURLs = nil }), []string{"--embedded-etcd-cluster-client-urls is required"}},
+		{"bad cluster client URL", withCluster(func(o *Options) { o.EmbeddedEtcd.ClusterClientURLs = []string{"http://a:2379"} }), []string{"--embedded-etcd-cluster-client-urls"}},
+		{"no TLS", withCluster(func(o *Options) { o.EmbeddedEtcd.PeerKeyFile = ""; o.EmbeddedEtcd.ClientTrustedCAFile = "" }),
+			[]string{"--embedded-etcd-peer-key-file is required", "--embedded-etcd-client-trusted-ca-file is required"}},
+		{"empty token", withCluster(func(o *Options) { o.EmbeddedEtcd.Token = "" }), []string{"--embedded-etcd-initial-cluster-token"}},
+		{"cluster and external etcd", withCluster(func(o *Options) {
+			o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList = []string{"https://etcd:2379"}
+		}), []string{"--embedded-etcd-initial-cluster and --etcd-servers exclude each other"}},
 		{"several errors at once", func(o *Options) { o.Workers = 0; o.HelperImage = "" }, []string{"--workers", "--helper-image"}},
 	}
 	for _, tc := range tests {
@@ -62,6 +101,44 @@ func TestOptionsValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// withCluster sets valid cluster-mode flags, then applies mutate.
+func withCluster(mutate func(*Options)) func(*Options) {
+	return func(o *Options) {
+		e := &o.EmbeddedEtcd
+		e.InitialCluster = "flock-0=https://flock-0.flock-etcd:2380,flock-1=https://flock-1.flock-etcd:2380,flock-2=https://flock-2.flock-etcd:2380"
+		e.Name = "flock-1"
+		e.ClientURL = "https://flock-1.flock-etcd:2379"
+		e.ClusterClientURLs = []string{"https://flock-0.flock-etcd:2379", "https://flock-1.flock-etcd:2379", "https://flock-2.flock-etcd:2379"}
+		e.PeerCertFile, e.PeerKeyFile, e.PeerTrustedCAFile = "/tls/peer.crt", "/tls/peer.key", "/tls/ca.crt"
+		e.ClientCertFile, e.ClientKeyFile, e.ClientTrustedCAFile = "/tls/client.crt", "/tls/client.key", "/tls/ca.crt"
+		mutate(o)
+	}
+}
+
+// TestClusterModeStoresThroughLocalMember: in cluster mode Flocks are stored
+// through this member's client URL, over TLS with the client certificate.
+func TestClusterModeStoresThroughLocalMember(t *testing.T) {
+	o := NewOptions()
+	withCluster(func(*Options) {})(o)
+	if err := o.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	tr := o.RecommendedOptions.Etcd.StorageConfig.Transport
+	if len(tr.ServerList) != 1 || tr.ServerList[0] != "https://flock-1.flock-etcd:2379" {
+		t.Errorf("servers %v, want this member's client URL only", tr.ServerList)
+	}
+	if tr.CertFile != "/tls/client.crt" || tr.KeyFile != "/tls/client.key" || tr.TrustedCAFile != "/tls/ca.crt" {
+		t.Errorf("client TLS %q %q %q", tr.CertFile, tr.KeyFile, tr.TrustedCAFile)
+	}
+	c, err := o.embeddedEtcdConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Cluster == nil || c.Cluster.Name != "flock-1" || len(c.Cluster.InitialCluster) != 3 || c.Cluster.Peer.CertFile != "/tls/peer.crt" {
+		t.Errorf("member config %+v", c.Cluster)
 	}
 }
 

@@ -177,13 +177,11 @@ func (o *Options) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
 	var member *etcd.Server
 	if o.embedded {
-		var err error
-		member, err = etcd.Start(ctx, etcd.Config{
-			DataDir:    o.EmbeddedEtcd.DataDir,
-			ClientPort: o.EmbeddedEtcd.ClientPort,
-			PeerPort:   o.EmbeddedEtcd.PeerPort,
-		})
+		c, err := o.embeddedEtcdConfig()
 		if err != nil {
+			return err
+		}
+		if member, err = etcd.Start(ctx, c); err != nil {
 			return err
 		}
 		defer func() {
@@ -208,6 +206,11 @@ func (o *Options) Run(ctx context.Context) error {
 	// A failure of the embedded member shows on /livez and stops the server:
 	// flock-apiserver exits with the member's error.
 	if err := server.GenericAPIServer.AddLivezChecks(0, member.LivezCheck()); err != nil {
+		return err
+	}
+	// A member without quorum cannot write: /readyz fails, and a load
+	// balancer sends requests to a replica that can.
+	if err := server.GenericAPIServer.AddReadyzChecks(member.ReadyzCheck()); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
