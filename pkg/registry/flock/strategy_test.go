@@ -33,7 +33,7 @@ func validFlock() *flock.Flock {
 			Replicas:    ptr.To(int32(3)),
 			Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": "pg"}},
 			ServiceName: "pg",
-			Storage: flock.FlockStorage{VolumeName: "data", Retention: flock.RetentionPolicy{
+			Storage: flock.FlockStorage{VolumeName: "data", Size: "1Gi", Retention: flock.RetentionPolicy{
 				WhenDeleted: flock.RetainRetentionPolicy, WhenScaled: flock.RetainRetentionPolicy}},
 			PodManagementPolicy: flock.OrderedReadyPodManagement,
 			UpdateStrategy: flock.FlockUpdateStrategy{Type: flock.RollingUpdateFlockStrategyType,
