@@ -11,10 +11,12 @@ GOTEST_FLAGS ?=
 
 all: build
 
-## build: build flock-apiserver, and the static test program of the real
-## nodes' offline images (test/images/flock-test), into _output/bin
+## build: build flock-apiserver, the kubectl flock plugin, and the static test
+## program of the real nodes' offline images (test/images/flock-test), into
+## _output/bin
 build:
 	$(GO) build -o $(BIN)/flock-apiserver ./cmd/flock-apiserver
+	$(GO) build -o $(BIN)/kubectl-flock ./cmd/kubectl-flock
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/flock-test ./test/images/flock-test
 
 ## image: the flock-apiserver image, built without a container engine: a

@@ -320,9 +320,12 @@ func (e *CheckError) FieldError() *field.Error {
 // Assign returns the node of every ordinal in [0, r.Replicas): existing
 // assignments (ordinal -> node) are kept as they are, even when the node is no
 // longer eligible; new ordinals get, in ordinal order, r.Nodes[i] when given,
-// else the eligible node not already used by this Flock with the lowest usage
-// (usage: node -> number of members of all Flocks on it), ties broken by node
-// name. Ordinals that cannot be placed are returned in unplaced.
+// else an eligible node not already used by this Flock: first one in the zone
+// (label topology.kubernetes.io/zone) holding the fewest members of this
+// Flock, then the one with the lowest usage (usage: node -> number of members
+// of all Flocks on it), ties broken by node name. Nodes without a zone label
+// count as one zone, so on a cluster without zones only usage and name
+// decide. Ordinals that cannot be placed are returned in unplaced.
 //
 // Every node in existing counts as used by this Flock, including the nodes of
 // ordinals >= r.Replicas (members that are still being removed), so two
@@ -362,7 +365,15 @@ func Assign(nodes []*corev1.Node, r Requirement, existing map[int32]string, usag
 		return strings.Compare(a.Name, b.Name)
 	})
 
-	next := 0
+	zoneOf := make(map[string]string, len(nodes))
+	for _, n := range nodes {
+		zoneOf[n.Name] = n.Labels[corev1.LabelTopologyZone]
+	}
+	// inZone counts this Flock's members per zone, the ones being removed too.
+	inZone := map[string]int{}
+	for node := range used {
+		inZone[zoneOf[node]]++
+	}
 	for ord := int32(0); ord < replicas; ord++ {
 		if _, ok := assigned[ord]; ok {
 			continue
@@ -372,23 +383,38 @@ func Assign(nodes []*corev1.Node, r Requirement, existing map[int32]string, usag
 			if eligible[name] && !used[name] {
 				assigned[ord] = name
 				used[name] = true
+				inZone[zoneOf[name]]++
 			} else {
 				unplaced = append(unplaced, ord)
 			}
 			continue
 		}
-		for next < len(pool) && used[pool[next].Name] {
-			next++
-		}
-		if next == len(pool) {
+		best := pickSpread(pool, used, zoneOf, inZone)
+		if best == "" {
 			unplaced = append(unplaced, ord)
 			continue
 		}
-		assigned[ord] = pool[next].Name
-		used[pool[next].Name] = true
-		next++
+		assigned[ord] = best
+		used[best] = true
+		inZone[zoneOf[best]]++
 	}
 	return assigned, unplaced
+}
+
+// pickSpread returns the first unused node of pool (sorted by preference)
+// in a zone with the fewest members of the Flock (inZone), or "" when every
+// node is used.
+func pickSpread(pool []*corev1.Node, used map[string]bool, zoneOf map[string]string, inZone map[string]int) string {
+	best, bestCount := "", 0
+	for _, n := range pool {
+		if used[n.Name] {
+			continue
+		}
+		if c := inZone[zoneOf[n.Name]]; best == "" || c < bestCount {
+			best, bestCount = n.Name, c
+		}
+	}
+	return best
 }
 
 // matcher is a Requirement prepared for evaluating many nodes.

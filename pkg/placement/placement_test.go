@@ -375,6 +375,12 @@ func TestRequirementFromFlock(t *testing.T) {
 
 func TestAssign(t *testing.T) {
 	pool := []*corev1.Node{node("n-d"), node("n-b"), node("n-a"), node("n-c"), node("x", cordoned)}
+	// Three zones of two nodes each.
+	zone := func(z string) nodeOpt { return labeled(corev1.LabelTopologyZone, z) }
+	zoned := []*corev1.Node{
+		node("a1", zone("za")), node("a2", zone("za")), node("b1", zone("zb")),
+		node("b2", zone("zb")), node("c1", zone("zc")), node("c2", zone("zc")),
+	}
 	tests := []struct {
 		name         string
 		nodes        []*corev1.Node
@@ -417,6 +423,24 @@ func TestAssign(t *testing.T) {
 			want: map[int32]string{0: "a"}, wantUnplaced: []int32{1}},
 		{name: "zero replicas", nodes: pool, req: Requirement{Replicas: 0}, existing: map[int32]string{0: "n-a"},
 			want: map[int32]string{}},
+		// Zones first, then usage, then name.
+		{name: "one member per zone before a second in any", nodes: zoned, req: Requirement{Replicas: 3},
+			want: map[int32]string{0: "a1", 1: "b1", 2: "c1"}},
+		{name: "zones then least used within a zone", nodes: zoned, req: Requirement{Replicas: 3},
+			usage: map[string]int{"a1": 3, "b1": 1, "b2": 1},
+			want:  map[int32]string{0: "a2", 1: "c1", 2: "b1"}},
+		{name: "a zone's emptiness beats a node's usage", nodes: zoned, req: Requirement{Replicas: 2},
+			existing: map[int32]string{0: "a1"}, usage: map[string]int{"b1": 9, "b2": 9, "c1": 9, "c2": 9},
+			want: map[int32]string{0: "a1", 1: "b1"}},
+		{name: "second round once every zone has one", nodes: zoned, req: Requirement{Replicas: 5},
+			want: map[int32]string{0: "a1", 1: "b1", 2: "c1", 3: "a2", 4: "b2"}},
+		{name: "a member being removed counts in its zone", nodes: zoned, req: Requirement{Replicas: 2},
+			existing: map[int32]string{5: "a1"},
+			want:     map[int32]string{0: "b1", 1: "c1"}},
+		{name: "explicit nodes count in their zones", nodes: zoned, req: Requirement{Replicas: 3, Nodes: []string{"c2"}},
+			want: map[int32]string{0: "c2", 1: "a1", 2: "b1"}},
+		{name: "nodes without a zone are one zone", nodes: append([]*corev1.Node{node("m1"), node("m2")}, zoned[:2]...), req: Requirement{Replicas: 3},
+			want: map[int32]string{0: "a1", 1: "m1", 2: "a2"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
