@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 
@@ -543,6 +544,79 @@ func TestLifecycleNodeLoss(t *testing.T) {
 		}
 		if p := ctlMemberPods(t, ns, name)[1]; p.Spec.NodeName != spare || !podReady(p) {
 			t.Errorf("y-1 on %s, ready %v", p.Spec.NodeName, podReady(p))
+		}
+	})
+
+	// A node that is only NotReady may be partitioned and still run its
+	// member: Reassign neither moves the member nor deletes its pod, and
+	// says why (event, condition); once the node is tainted
+	// out-of-service (known down), the member moves.
+	t.Run("ReassignNotReady", func(t *testing.T) {
+		ns := newNamespace(t)
+		pool := lcNodes(t, ns, 3)
+		const name = "p"
+		f := lcFlock(name, ns, 2)
+		three := int32(3)
+		f.Spec.MemberRecovery = flockv1alpha1.MemberRecovery{Policy: flockv1alpha1.ReassignMemberRecovery, AfterSeconds: &three}
+		createFlock(t, f)
+		before := waitFlockAvailable(t, ns, name)
+		lost := before.Status.Members[1].Node
+		spare := ""
+		for _, n := range pool {
+			if !slices.Contains(memberNodes(before), n) {
+				spare = n
+			}
+		}
+		old := ctlMemberPods(t, ns, name)[1]
+		if _, err := env.Kube.CoreV1().Nodes().Patch(ctxFor(t), lost, types.MergePatchType,
+			fmt.Appendf(nil, `{"metadata":{"labels":{%q:"true"}}}`, cluster.NodeNotReadyLabel), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		msg := lcWaitEvent(t, ns, name, "ReassignWaiting", "member 1", "node "+lost+" is NotReady but not known to be down", corev1.TaintNodeOutOfService)
+		t.Logf("event: %s", msg)
+		eventually(t, lcTimeout, "MembersBlocked says why member 1 is not reassigned", func(ctx context.Context) error {
+			f, err := lcGet(ctx, ns, name)
+			if err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(f.Status.Conditions, flockv1alpha1.FlockMembersBlocked)
+			if c == nil || c.Status != metav1.ConditionTrue || c.Reason != flockcontroller.ReasonNodeNotReady ||
+				!strings.Contains(c.Message, "memberRecovery Reassign does not move it: node "+lost+" is NotReady but not known to be down") {
+				return fmt.Errorf("MembersBlocked %+v", c)
+			}
+			return nil
+		})
+		// Well past afterSeconds: member 1 stays, its pod is neither
+		// deleted nor replaced.
+		consistently(t, 10*time.Second, "member 1 and its pod stay on the NotReady node", func(ctx context.Context) error {
+			f, err := lcGet(ctx, ns, name)
+			if err != nil {
+				return err
+			}
+			if got := memberNodes(f); !slices.Equal(got, memberNodes(before)) {
+				return fmt.Errorf("members moved: %v, were %v", got, memberNodes(before))
+			}
+			p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, old.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.UID != old.UID || p.DeletionTimestamp != nil {
+				return fmt.Errorf("pod %s: uid %s (was %s), deletionTimestamp %v", p.Name, p.UID, old.UID, p.DeletionTimestamp)
+			}
+			return nil
+		})
+
+		// The node is known down: the member moves to the spare node.
+		kubectl(t, env.KubectlBuilt(), "taint", "node", lost, corev1.TaintNodeOutOfService+"=nodeshutdown:NoExecute")
+		got := waitFlockAvailable(t, ns, name)
+		if got.Status.Members[1].Node != spare {
+			t.Fatalf("members %+v, want member 1 on the spare node %s", got.Status.Members, spare)
+		}
+		if msg := got.Status.Members[1].Message; !strings.HasPrefix(msg, "reassigned from node "+lost+" (NotReady since ") {
+			t.Errorf("member 1 message %q", msg)
+		}
+		if p := ctlMemberPods(t, ns, name)[1]; p.UID == old.UID || p.Spec.NodeName != spare {
+			t.Errorf("%s: uid %s on %s, want a new pod on %s", p.Name, p.UID, p.Spec.NodeName, spare)
 		}
 	})
 

@@ -113,7 +113,7 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 	if cleanAll {
 		for _, ord := range sortedOrdinals(pods) {
 			pod := pods[ord]
-			force := mustForceDelete(pod, "", nodes)
+			force := mustForceDelete(pod, nodes)
 			switch {
 			case isTerminating(pod) && force:
 				errs = append(errs, fc.deletePod(ctx, f, pod, "the Flock is deleted", true))

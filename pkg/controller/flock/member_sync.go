@@ -91,7 +91,7 @@ func planReassignedDeletions(s *snapshot) []podDeletion {
 		pod := s.pods[ord]
 		m, ok := s.members[ord]
 		node := PinnedNode(pod)
-		force := ok && mustForceDelete(pod, m.Node, s.nodes)
+		force := ok && mustForceDelete(pod, s.nodes)
 		if !ok || node == "" || node == m.Node || (isTerminating(pod) && !force) {
 			continue
 		}
@@ -117,7 +117,7 @@ func planScaleDown(s *snapshot) (deletions []podDeletion, waiting *corev1.Pod) {
 	slices.SortFunc(condemned, func(a, b int32) int { return int(b) - int(a) })
 	for _, ord := range condemned {
 		pod := s.pods[ord]
-		force := mustForceDelete(pod, "", s.nodes)
+		force := mustForceDelete(pod, s.nodes)
 		if isTerminating(pod) {
 			if force {
 				deletions = append(deletions, podDeletion{ord: ord, pod: pod, why: "scale down; its node is gone", force: true})
@@ -180,7 +180,7 @@ func planMember(s *snapshot, ord int32, plan updatePlan) memberAction {
 		tmpl, revision := plan.templateFor(f, ord)
 		return memberAction{kind: memberCreate, wait: true, template: tmpl, revision: revision}
 	}
-	force := mustForceDelete(pod, m.Node, s.nodes)
+	force := mustForceDelete(pod, s.nodes)
 	switch {
 	case isTerminating(pod) && force:
 		// A pod whose node is gone (or that is being moved off a lost

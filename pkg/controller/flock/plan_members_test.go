@@ -229,6 +229,7 @@ func TestPlanReassignedDeletions(t *testing.T) {
 	pg := newFlock("pg", 2)
 	notReady := newNode("n-b")
 	setNodeReady(false)(notReady)
+	notReady.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}}
 	s := testSnapshot(t, pg, map[int32]string{0: "n-a", 1: "n-c"}, []*corev1.Node{newNode("n-a"), notReady, newNode("n-c")}, func(s *snapshot) {
 		s.pods[0] = testPod(pg, 0, "n-a", true, nil) // on its member's node
 		s.pods[1] = testPod(pg, 1, "n-b", true, nil) // member 1 moved to n-c
@@ -237,6 +238,13 @@ func TestPlanReassignedDeletions(t *testing.T) {
 	if len(got) != 1 || got[0].pod.Name != "pg-1" || !got[0].force || !got[0].changes ||
 		got[0].why != "member 1 was reassigned from node n-b to node n-c" {
 		t.Fatalf("deletions = %+v", got)
+	}
+	// Merely NotReady (it may be partitioned and still run the pod): a
+	// graceful deletion, never a forced one.
+	s.nodes["n-b"] = newNode("n-b")
+	setNodeReady(false)(s.nodes["n-b"])
+	if got := planReassignedDeletions(s); len(got) != 1 || got[0].force {
+		t.Fatalf("deletions of a pod on a NotReady node = %+v", got)
 	}
 	// Terminating on a Ready node: it finishes by itself; nothing to do.
 	s.nodes["n-b"] = newNode("n-b")

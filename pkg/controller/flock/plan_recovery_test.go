@@ -20,8 +20,15 @@ func TestPlanRecovery(t *testing.T) {
 	reassign.Spec.MemberRecovery = v1alpha1.MemberRecovery{Policy: v1alpha1.ReassignMemberRecovery, AfterSeconds: ptr.To(int32(60))}
 	explicit := reassign.DeepCopy()
 	explicit.Spec.Placement.Nodes = []string{"n-a", "n-b"}
+	// notReady may be partitioned; outOfService is known to be down.
 	notReady := newNode("n-b")
 	setNodeReady(false)(notReady)
+	outOfService := notReady.DeepCopy()
+	outOfService.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}}
+	otherTaint := notReady.DeepCopy()
+	otherTaint.Spec.Taints = []corev1.Taint{{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoExecute}}
+	unconfirmed := "memberRecovery Reassign does not move it: node n-b is NotReady but not known to be down, so its pod may still run there; " +
+		"once the node is down, delete its Node object or taint it node.kubernetes.io/out-of-service:NoExecute and the member moves"
 	lostB := func(ago time.Duration) func(*snapshot) {
 		return func(s *snapshot) { s.lostSince["n-b"] = decisionNow.Add(-ago) }
 	}
@@ -38,6 +45,9 @@ func TestPlanRecovery(t *testing.T) {
 		moves   map[int32][2]string
 		note    string
 		requeue time.Duration
+		// unconfirmed are the members that wait for their node to be
+		// known down.
+		unconfirmed []int32
 	}{
 		{name: "no lost node: nothing", flock: reassign, members: members, nodes: testNodes("n-a", "n-b", "n-c"),
 			lost: func(*snapshot) {}, moves: map[int32][2]string{}},
@@ -46,11 +56,15 @@ func TestPlanRecovery(t *testing.T) {
 		{name: "Reassign waits for afterSeconds", flock: reassign, members: members, nodes: []*corev1.Node{newNode("n-a"), notReady, newNode("n-c")},
 			lost: lostB(20 * time.Second), moves: map[int32][2]string{}, requeue: 40 * time.Second,
 			note: "memberRecovery Reassign moves it to another node at 2026-01-01T12:00:40Z"},
-		{name: "Reassign moves to a free Ready node", flock: reassign, members: members, nodes: []*corev1.Node{newNode("n-a"), notReady, newNode("n-c")},
+		{name: "Reassign does not move off a merely NotReady node", flock: reassign, members: members, nodes: []*corev1.Node{newNode("n-a"), notReady, newNode("n-c")},
+			lost: lostB(2 * time.Minute), moves: map[int32][2]string{}, note: unconfirmed, unconfirmed: []int32{1}},
+		{name: "nor off one with another taint", flock: reassign, members: members, nodes: []*corev1.Node{newNode("n-a"), otherTaint, newNode("n-c")},
+			lost: lostB(2 * time.Minute), moves: map[int32][2]string{}, note: unconfirmed, unconfirmed: []int32{1}},
+		{name: "Reassign moves off an out-of-service node to a free Ready node", flock: reassign, members: members, nodes: []*corev1.Node{newNode("n-a"), outOfService, newNode("n-c")},
 			lost: lostB(2 * time.Minute), moves: map[int32][2]string{1: {"n-b", "n-c"}}},
 		{name: "Reassign moves off a gone node", flock: reassign, members: members, nodes: testNodes("n-a", "n-c"),
 			lost: lostB(2 * time.Minute), moves: map[int32][2]string{1: {"n-b", "n-c"}}},
-		{name: "no free node: the member waits", flock: reassign, members: members, nodes: []*corev1.Node{newNode("n-a"), notReady},
+		{name: "no free node: the member waits", flock: reassign, members: members, nodes: []*corev1.Node{newNode("n-a"), outOfService},
 			lost: lostB(2 * time.Minute), moves: map[int32][2]string{},
 			note: "memberRecovery Reassign cannot move it yet: no other eligible Ready node is free of this Flock's members"},
 		{name: "an explicit node is never left", flock: explicit, members: members, nodes: []*corev1.Node{newNode("n-a"), notReady, newNode("n-c")},
@@ -70,6 +84,9 @@ func TestPlanRecovery(t *testing.T) {
 			}
 			if !reflect.DeepEqual(got, tc.moves) {
 				t.Errorf("moves = %v, want %v", got, tc.moves)
+			}
+			if !reflect.DeepEqual(plan.unconfirmed, tc.unconfirmed) {
+				t.Errorf("unconfirmed = %v, want %v", plan.unconfirmed, tc.unconfirmed)
 			}
 			if plan.requeue != tc.requeue {
 				t.Errorf("requeue = %v, want %v", plan.requeue, tc.requeue)

@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
-	"flock.dev/flock/pkg/placement"
 )
 
 // podReadyCondition returns the Ready condition of a pod, or nil.
@@ -68,20 +67,16 @@ func isControlledBy(obj metav1.Object, f *v1alpha1.Flock) bool {
 }
 
 // mustForceDelete reports whether pod has to be deleted with grace period
-// 0: the node it is pinned to is gone, so no kubelet will ever confirm that
-// it stopped; or it belongs on memberNode ("" when it has no member) but is
-// pinned to another node that is not Ready, i.e. its member was reassigned
-// away from a lost node.
-func mustForceDelete(pod *corev1.Pod, memberNode string, nodes map[string]*corev1.Node) bool {
+// 0: the node it is pinned to is gone, or tainted
+// node.kubernetes.io/out-of-service, so no kubelet will ever confirm that
+// it stopped. A pod on a node that is merely NotReady is never
+// force-deleted: the node may be partitioned and still run it.
+func mustForceDelete(pod *corev1.Pod, nodes map[string]*corev1.Node) bool {
 	name := PinnedNode(pod)
 	if name == "" {
 		return false
 	}
-	node, ok := nodes[name]
-	if !ok {
-		return true
-	}
-	return memberNode != "" && name != memberNode && !placement.IsReady(node)
+	return nodeConfirmedDown(nodes[name])
 }
 
 // labelsMatch reports whether pod carries the member labels of ordinal

@@ -6,6 +6,7 @@ package flock
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,28 @@ type recoveryPlan struct {
 	losses map[int32]nodeLoss
 	// requeue, when positive, is when a member is due to be reassigned.
 	requeue time.Duration
+	// unconfirmed are the members due to be reassigned that wait because
+	// their node is NotReady but not known to be down.
+	unconfirmed []int32
+}
+
+// reassignUnconfirmedPrefix starts the note of a member due to be
+// reassigned whose node is not known to be down.
+const reassignUnconfirmedPrefix = "memberRecovery Reassign does not move it: "
+
+// nodeConfirmedDown reports whether node (nil: its object is gone) is known
+// to run no pod any more: it is gone, or an administrator tainted it
+// node.kubernetes.io/out-of-service.
+func nodeConfirmedDown(node *corev1.Node) bool {
+	if node == nil {
+		return true
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == corev1.TaintNodeOutOfService {
+			return true
+		}
+	}
+	return false
 }
 
 // planRecovery applies spec.memberRecovery to the members (ordinals below
@@ -39,10 +62,14 @@ type recoveryPlan struct {
 // With Wait nothing moves. With Reassign, once the node has been NotReady
 // or gone for afterSeconds, the member moves to an eligible, Ready node
 // that no member of the Flock uses, chosen like a new member's
-// (placement.Assign: least used across Flocks). The new node is recorded in
-// status first (recoverMembers); the old pod is then replaced by syncMember
-// (force-deleted, as its node is lost), and the new pod starts with a fresh
-// data directory. Without a free node the member waits and says so. A
+// (placement.Assign: least used across Flocks), but only when the old node
+// is known to run nothing any more: its Node object is gone or carries the
+// node.kubernetes.io/out-of-service taint. A node that is merely NotReady
+// may be partitioned and still run the member's pod, so the member waits
+// and says so (a new copy elsewhere would make two copies of one member).
+// The new node is recorded in status first (recoverMembers); the old pod is
+// then replaced by syncMember (force-deleted, as its node is down), and the
+// new pod starts with a fresh data directory. Without a free node the member waits and says so. A
 // member named by spec.placement.nodes is never moved. A node that comes
 // back gets nothing back: the member's recorded node is the new one.
 func planRecovery(s *snapshot) recoveryPlan {
@@ -87,6 +114,11 @@ func planRecovery(s *snapshot) recoveryPlan {
 			if d := deadline.Sub(now); plan.requeue == 0 || d < plan.requeue {
 				plan.requeue = d
 			}
+		case !nodeConfirmedDown(s.nodes[m.Node]):
+			loss.Note = fmt.Sprintf("%snode %s is NotReady but not known to be down, so its pod may still run there; "+
+				"once the node is down, delete its Node object or taint it %s:NoExecute and the member moves",
+				reassignUnconfirmedPrefix, m.Node, corev1.TaintNodeOutOfService)
+			plan.unconfirmed = append(plan.unconfirmed, m.Ordinal)
 		default:
 			others := make(map[int32]string, len(existing))
 			for ord, node := range existing {
@@ -125,6 +157,15 @@ func (fc *defaultFlockControl) recoverMembers(ctx context.Context, s *snapshot) 
 	logger := klog.FromContext(ctx)
 	f := s.flock
 	plan := planRecovery(s)
+	for _, ord := range plan.unconfirmed {
+		// Said once, when the member starts waiting; the status says it
+		// all along (MembersBlocked and the member's message).
+		if m := s.members[ord]; !strings.Contains(m.Message, reassignUnconfirmedPrefix) {
+			fc.event(f, corev1.EventTypeWarning, "ReassignWaiting",
+				"member %d is not reassigned: its node %s is NotReady but not known to be down, and its pod %s may still run there; delete the Node object or taint it %s once the node is down",
+				ord, m.Node, PodName(f.Name, ord), corev1.TaintNodeOutOfService)
+		}
+	}
 	moves := plan.moves
 	if len(moves) == 0 {
 		return f, plan, nil

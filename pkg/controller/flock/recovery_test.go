@@ -168,14 +168,46 @@ func TestReassignMovesMemberOffNotReadyNode(t *testing.T) {
 	if got := f.memberNodes("pg")[0]; got != "n-a" {
 		t.Fatalf("moved early to %s", got)
 	}
+	f.events()
+
+	// Due, but n-a is only NotReady: it may be partitioned and still run
+	// pg-0, so nothing moves and nothing is deleted; an event and the
+	// status say why.
 	f.clock.Step(time.Second)
+	f.members.ops = nil
+	f.settle("pg")
+	f.clock.Step(time.Minute)
+	f.settle("pg")
+	if got := f.memberNodes("pg")[0]; got != "n-a" {
+		t.Fatalf("member 0 moved to %s off a node not known to be down", got)
+	}
+	for _, op := range f.members.ops {
+		if strings.Contains(op, "pg-0") {
+			t.Errorf("%s: pg-0 touched on a NotReady node", op)
+		}
+	}
+	events := f.events()
+	if !hasEvent(events, "Warning ReassignWaiting", "member 0", "NotReady but not known to be down", corev1.TaintNodeOutOfService) {
+		t.Errorf("events = %v, want ReassignWaiting", events)
+	}
+	if n := strings.Count(strings.Join(events, "\n"), "ReassignWaiting"); n != 1 {
+		t.Errorf("%d ReassignWaiting events, want one", n)
+	}
+	if c := f.condition("pg", v1alpha1.FlockMembersBlocked); c.Status != metav1.ConditionTrue ||
+		!strings.Contains(c.Message, "memberRecovery Reassign does not move it: node n-a is NotReady but not known to be down") {
+		t.Errorf("MembersBlocked = %+v", c)
+	}
+
+	// The administrator says n-a is down: the member moves, and its pod
+	// there is force-deleted (its kubelet cannot confirm a graceful stop).
+	f.updateNode("n-a", func(n *corev1.Node) {
+		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeOutOfService, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+	})
 	f.members.ops = nil
 	f.mustSync("pg")
 	if got := f.memberNodes("pg")[0]; got != "n-c" {
 		t.Fatalf("member 0 on %s, want n-c", got)
 	}
-	// The node still exists but is lost: the pod is force-deleted, since
-	// its kubelet cannot confirm a graceful stop.
 	if len(f.members.ops) == 0 || f.members.ops[0] != "force-delete pg-0" {
 		t.Fatalf("ops = %v", f.members.ops)
 	}
@@ -187,7 +219,7 @@ func TestReassignMovesMemberOffNotReadyNode(t *testing.T) {
 		t.Errorf("member 0 = %+v", m)
 	}
 	// n-a comes back: it keeps nothing of the Flock.
-	f.updateNode("n-a", setNodeReady(true))
+	f.updateNode("n-a", func(n *corev1.Node) { n.Spec.Taints = nil; setNodeReady(true)(n) })
 	f.settle("pg")
 	for _, p := range f.allPods() {
 		if p.Spec.NodeName == "n-a" {

@@ -176,7 +176,7 @@ func (fc *defaultFlockControl) rollingUpdate(ctx context.Context, s *snapshot, p
 		pod := s.pods[ord]
 		logger.V(2).Info("Replacing pod for rolling update", "pod", klog.KObj(pod), "from", podRevision(pod), "to", plan.Update)
 		changed[ord] = true
-		if err := fc.deletePod(ctx, s.flock, pod, "rolling update to revision "+plan.Update, mustForceDelete(pod, "", s.nodes)); err != nil {
+		if err := fc.deletePod(ctx, s.flock, pod, "rolling update to revision "+plan.Update, mustForceDelete(pod, s.nodes)); err != nil {
 			return err
 		}
 	}

@@ -905,7 +905,7 @@ func schema_pkg_apis_flock_v1alpha1_MemberRecovery(ref common.ReferenceCallback)
 				Properties: map[string]spec.Schema{
 					"policy": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Policy is Wait (the default: the member stays on its node until the node returns) or Reassign (the member moves to another eligible node with a fresh data directory after afterSeconds).\n\nPossible enum values:\n - `\"Reassign\"` moves the member to another eligible node, with a fresh data directory, once its node has been NotReady or gone for afterSeconds.\n - `\"Wait\"` keeps the member on its node until the node returns.",
+							Description: "Policy is Wait (the default: the member stays on its node until the node returns) or Reassign (the member moves to another eligible node with a fresh data directory after afterSeconds, once its node is deleted or tainted node.kubernetes.io/out-of-service; a node that is only NotReady may still run the member, so it waits).\n\nPossible enum values:\n - `\"Reassign\"` moves the member to another eligible node, with a fresh data directory, once its node has been NotReady or gone for afterSeconds and is known to be down: its Node object is deleted or tainted node.kubernetes.io/out-of-service. A node that is only NotReady may be partitioned and still run the member, so the member waits.\n - `\"Wait\"` keeps the member on its node until the node returns.",
 							Type:        []string{"string"},
 							Format:      "",
 							Enum:        []interface{}{"Reassign", "Wait"},

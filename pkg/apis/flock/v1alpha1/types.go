@@ -81,7 +81,9 @@ const (
 	WaitMemberRecovery MemberRecoveryPolicyType = "Wait"
 	// ReassignMemberRecovery moves the member to another eligible node, with a
 	// fresh data directory, once its node has been NotReady or gone for
-	// afterSeconds.
+	// afterSeconds and is known to be down: its Node object is deleted or
+	// tainted node.kubernetes.io/out-of-service. A node that is only NotReady
+	// may be partitioned and still run the member, so the member waits.
 	ReassignMemberRecovery MemberRecoveryPolicyType = "Reassign"
 )
 
@@ -243,7 +245,9 @@ type RollingUpdateFlockStrategy struct {
 type MemberRecovery struct {
 	// Policy is Wait (the default: the member stays on its node until the node
 	// returns) or Reassign (the member moves to another eligible node with a
-	// fresh data directory after afterSeconds).
+	// fresh data directory after afterSeconds, once its node is deleted or
+	// tainted node.kubernetes.io/out-of-service; a node that is only NotReady
+	// may still run the member, so it waits).
 	// +optional
 	Policy MemberRecoveryPolicyType `json:"policy,omitempty"`
 

@@ -29,7 +29,9 @@ import (
 type MemberRecoveryApplyConfiguration struct {
 	// Policy is Wait (the default: the member stays on its node until the node
 	// returns) or Reassign (the member moves to another eligible node with a
-	// fresh data directory after afterSeconds).
+	// fresh data directory after afterSeconds, once its node is deleted or
+	// tainted node.kubernetes.io/out-of-service; a node that is only NotReady
+	// may still run the member, so it waits).
 	Policy *flockv1alpha1.MemberRecoveryPolicyType `json:"policy,omitempty"`
 	// AfterSeconds is how long a node must be NotReady or gone before its
 	// member is reassigned. Required and positive with policy Reassign; not
