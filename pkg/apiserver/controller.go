@@ -87,6 +87,8 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 		kubeFactory.Core().V1().Nodes(),
 		kubeFactory.Core().V1().Services(),
 		kubeFactory.Apps().V1().ControllerRevisions(),
+		kubeFactory.Core().V1().PersistentVolumes(),
+		kubeFactory.Core().V1().PersistentVolumeClaims(),
 		recorder, cfg.Options)
 	if err != nil {
 		return nil, err

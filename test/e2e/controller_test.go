@@ -285,8 +285,8 @@ func TestControllerParallelAndOrphan(t *testing.T) {
 }
 
 // ctlCheckMemberPod checks what makes pod member ordinal of f on node: labels,
-// hostname and subdomain, the required node affinity, the data volume and
-// the controller ownerReference.
+// hostname and subdomain, the required node affinity, the data volume (the
+// member's claim <volume>-<pod>) and the controller ownerReference.
 func ctlCheckMemberPod(t *testing.T, pod *corev1.Pod, f *flockv1alpha1.Flock, ordinal int, node, service, volume string) {
 	t.Helper()
 	want := map[string]string{
@@ -322,12 +322,12 @@ func ctlCheckMemberPod(t *testing.T, pod *corev1.Pod, f *flockv1alpha1.Flock, or
 			data = &pod.Spec.Volumes[i]
 		}
 	}
-	wantPath := memberDataPath(f.Namespace, f.Name)
+	wantClaim := volume + "-" + pod.Name
 	switch {
 	case data == nil:
 		t.Errorf("pod %s: no volume %q among %+v", pod.Name, volume, pod.Spec.Volumes)
-	case data.HostPath == nil || data.HostPath.Path != wantPath || data.HostPath.Type == nil || *data.HostPath.Type != corev1.HostPathDirectoryOrCreate:
-		t.Errorf("pod %s: volume %s is %+v, want hostPath %s DirectoryOrCreate", pod.Name, volume, data.VolumeSource, wantPath)
+	case data.HostPath != nil || data.PersistentVolumeClaim == nil || data.PersistentVolumeClaim.ClaimName != wantClaim:
+		t.Errorf("pod %s: volume %s is %+v, want claim %s", pod.Name, volume, data.VolumeSource, wantClaim)
 	}
 	ctlCheckControllerRef(t, "pod "+pod.Name, pod.OwnerReferences, f)
 }

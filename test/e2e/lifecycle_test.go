@@ -2,7 +2,7 @@ package e2e
 
 // Issue 6 end to end: what happens to members after first placement —
 // rolling updates (order, partition, a halted rollout resumed by a fixed
-// template), data cleanup under whenScaled: Delete, and node loss under
+// template), data cleanup under whenDeleted: Delete, and node loss under
 // Reassign and Wait — on kwok nodes with the real scheduler, garbage
 // collector and pod GC. Every test brings its own nodes (labelled with a
 // pool only its Flock selects), so deleting one disturbs no other test.
@@ -137,16 +137,6 @@ func lcWaitEvent(t *testing.T, ns, name, reason string, parts ...string) string 
 		return fmt.Errorf("events with reason %s: %q", reason, seen)
 	})
 	return msg
-}
-
-// lcDataPath returns the host path of a pod's hostPath volume named name.
-func lcDataPath(p *corev1.Pod, name string) string {
-	for _, v := range p.Spec.Volumes {
-		if v.Name == name && v.HostPath != nil {
-			return v.HostPath.Path
-		}
-	}
-	return ""
 }
 
 // A template change rolls x-2, x-1, x-0 in that order, one at a time, each
@@ -332,79 +322,10 @@ func TestLifecycleHaltedRollout(t *testing.T) {
 	}
 }
 
-// Scaling down with whenScaled: Delete runs a helper pod on the removed
-// member's node that mounts the Flock's data directory there, deletes it
-// once it has succeeded, and only then drops the member from status.
-func TestLifecycleScaleDownDeletesData(t *testing.T) {
-	ns := newNamespace(t)
-	lcNodes(t, ns, 3)
-	const name = "x"
-	f := lcFlock(name, ns, 3)
-	f.Spec.Storage.Retention.WhenScaled = flockv1alpha1.DeleteRetentionPolicy
-	createFlock(t, f)
-	before := waitFlockAvailable(t, ns, name)
-	if !slices.Contains(before.Finalizers, flockv1alpha1.FinalizerDataCleanup) {
-		t.Errorf("finalizers %v, want %s", before.Finalizers, flockv1alpha1.FinalizerDataCleanup)
-	}
-	node2 := before.Status.Members[2].Node
-	dataPath := lcDataPath(ctlMemberPods(t, ns, name)[2], "data")
-	if dataPath == "" {
-		t.Fatal("x-2 has no data volume")
-	}
-	rec := watchPods(t, ns, flockcontroller.LabelCleanupOf+"="+name)
-
-	lcUpdate(t, ns, name, func(f *flockv1alpha1.Flock) { two := int32(2); f.Spec.Replicas = &two })
-	eventually(t, lcTimeout, "member 2 gone and its data removed", func(ctx context.Context) error {
-		f, err := lcGet(ctx, ns, name)
-		if err != nil {
-			return err
-		}
-		if len(f.Status.Members) != 2 {
-			return fmt.Errorf("members %+v", f.Status.Members)
-		}
-		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: flockcontroller.LabelCleanupOf + "=" + name})
-		if err != nil {
-			return err
-		}
-		if len(pods.Items) != 0 {
-			return fmt.Errorf("cleanup pods left: %d", len(pods.Items))
-		}
-		return nil
-	})
-
-	var added, succeeded, deleted bool
-	for _, e := range rec.events(t) {
-		p := e.Pod
-		if p.Name != "x-2-cleanup" {
-			t.Errorf("unexpected cleanup pod %s (on %s)", p.Name, p.Spec.NodeName)
-			continue
-		}
-		switch {
-		case e.Type == watch.Added:
-			added = true
-			if p.Spec.NodeName != node2 || lcDataPath(p, "data") != dataPath || len(p.Spec.Volumes) != 1 ||
-				p.Spec.RestartPolicy != corev1.RestartPolicyNever || p.Spec.Containers[0].Image != cluster.TestImage {
-				t.Errorf("cleanup pod: node %s (want %s), volumes %+v (want only %s), restartPolicy %s, image %s",
-					p.Spec.NodeName, node2, p.Spec.Volumes, dataPath, p.Spec.RestartPolicy, p.Spec.Containers[0].Image)
-			}
-		case e.Type == watch.Deleted:
-			deleted = true
-		case p.Status.Phase == corev1.PodSucceeded:
-			succeeded = true
-		}
-	}
-	if !added || !succeeded || !deleted {
-		t.Errorf("cleanup pod added %v, succeeded %v, deleted %v; events:\n%s", added, succeeded, deleted, rec)
-	}
-	lcWaitEvent(t, ns, name, "DataCleanupDone", dataPath, "member 2", node2)
-	if pods := ctlMemberPods(t, ns, name); len(pods) != 2 {
-		t.Errorf("pods %v", ctlPodNames(pods))
-	}
-}
-
 // Deleting a Flock with whenDeleted: Delete: the finalizer holds it while
 // the controller deletes the member pods, then runs a helper on each
-// member's node (never while that member's pod is still there); the Flock
+// member's node, in the server's namespace (never while that member's pod is
+// still there), then deletes its claim and volume; the Flock
 // goes once every helper has succeeded and is deleted.
 func TestLifecycleDeleteRemovesData(t *testing.T) {
 	ns := newNamespace(t)
@@ -417,13 +338,14 @@ func TestLifecycleDeleteRemovesData(t *testing.T) {
 	if !slices.Contains(before.Finalizers, flockv1alpha1.FinalizerDataCleanup) {
 		t.Fatalf("finalizers %v, want %s", before.Finalizers, flockv1alpha1.FinalizerDataCleanup)
 	}
-	dataPath := lcDataPath(ctlMemberPods(t, ns, name)[0], "data")
 	rec := watchPods(t, ns, "")
+	helpers := watchPods(t, stHelperNamespace, flockcontroller.LabelFlockUID+"="+string(before.UID))
+	volumes := stCheckMemberData(t, before)
 
 	if err := env.Flock.FlockV1alpha1().Flocks(ns).Delete(ctxFor(t), name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, lcTimeout, "the Flock, its pods and cleanup pods gone", func(ctx context.Context) error {
+	eventually(t, lcTimeout, "the Flock, its pods, claims and volumes gone", func(ctx context.Context) error {
 		if _, err := lcGet(ctx, ns, name); err == nil {
 			return fmt.Errorf("the Flock is still there")
 		}
@@ -434,26 +356,34 @@ func TestLifecycleDeleteRemovesData(t *testing.T) {
 		if len(pods.Items) != 0 {
 			return fmt.Errorf("%d pods left", len(pods.Items))
 		}
+		for _, pv := range volumes {
+			if _, err := stVolume(ctx, pv.Name); err == nil {
+				return fmt.Errorf("volume %s left", pv.Name)
+			}
+		}
 		return nil
 	})
 
-	events := rec.events(t)
-	for ord, m := range before.Status.Members {
-		helper, member := fmt.Sprintf("x-%d-cleanup", ord), fmt.Sprintf("x-%d", ord)
-		added := slices.IndexFunc(events, func(e podEvent) bool { return e.Type == watch.Added && e.Pod.Name == helper })
-		succeeded := slices.IndexFunc(events, func(e podEvent) bool { return e.Pod.Name == helper && e.Pod.Status.Phase == corev1.PodSucceeded })
-		gone := slices.IndexFunc(events, func(e podEvent) bool { return e.Type == watch.Deleted && e.Pod.Name == member })
-		if added < 0 || succeeded < 0 || gone < 0 || added < gone {
-			t.Errorf("member %d: pod deleted at event %d, helper added at %d, succeeded at %d; events:\n%s", ord, gone, added, succeeded, rec)
+	// Each member's helper (in the server's namespace) started only once
+	// the member's pod was gone, on the member's node, and succeeded.
+	memberEvents, helperEvents := rec.events(t), helpers.events(t)
+	for _, m := range before.Status.Members {
+		helper, member := flockcontroller.HelperPodName(flockcontroller.HelperCleanup, before.UID, m.Ordinal), fmt.Sprintf("x-%d", m.Ordinal)
+		gone := slices.IndexFunc(memberEvents, func(e podEvent) bool { return e.Type == watch.Deleted && e.Pod.Name == member })
+		added := slices.IndexFunc(helperEvents, func(e podEvent) bool { return e.Type == watch.Added && e.Pod.Name == helper })
+		succeeded := slices.IndexFunc(helperEvents, func(e podEvent) bool { return e.Pod.Name == helper && e.Pod.Status.Phase == corev1.PodSucceeded })
+		if added < 0 || succeeded < 0 || gone < 0 || helperEvents[added].At.Before(memberEvents[gone].At) {
+			t.Errorf("member %d: pod deleted at event %d, helper added at %d, succeeded at %d; events:\n%s\nhelpers:\n%s", m.Ordinal, gone, added, succeeded, rec, helpers)
 			continue
 		}
-		if p := events[added].Pod; p.Spec.NodeName != m.Node || lcDataPath(p, "data") != dataPath {
-			t.Errorf("%s on %s mounting %q, want node %s and %s", helper, p.Spec.NodeName, lcDataPath(p, "data"), m.Node, dataPath)
+		if p := helperEvents[added].Pod; p.Spec.NodeName != m.Node || p.Spec.Volumes[0].HostPath == nil || p.Spec.Volumes[0].HostPath.Path != "/var/lib/flock/"+ns {
+			t.Errorf("%s on %s mounting %+v, want node %s and /var/lib/flock/%s", helper, p.Spec.NodeName, p.Spec.Volumes, m.Node, ns)
 		}
 	}
 
-	// In a namespace being deleted no cleanup pod can start: the cleanup is
-	// skipped, so that neither the Flock nor the namespace is stuck.
+	// In a namespace being deleted the cleanup still runs (its helpers are
+	// in the server's namespace), and neither the Flock nor the namespace
+	// is stuck.
 	t.Run("namespace deleted", func(t *testing.T) {
 		ns2 := newNamespace(t)
 		f := lcFlock(name, ns2, 1)

@@ -90,12 +90,6 @@ func realFlock(name, ns string, replicas int32) *flockv1alpha1.Flock {
 	return f
 }
 
-// memberDataPath is the data directory of Flock ns/name as its members'
-// nodes see it: <data-root>/<namespace>/<flock>, as the README says.
-func memberDataPath(ns, name string) string {
-	return filepath.Join(env.DataRoot(), ns, name)
-}
-
 // memberHostDir is where the data directory of member pod is on this
 // machine: the path its data volume has on its node (an inline hostPath, or
 // the hostPath of its PersistentVolume), under that real node's own data

@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	"k8s.io/apimachinery/pkg/util/validation"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	cliflag "k8s.io/component-base/cli/flag"
 	componentbaseconfig "k8s.io/component-base/config"
@@ -144,7 +143,7 @@ func NewOptions() *Options {
 			ResourceNamespace: "flock-system",
 		},
 		HelperImage:      flockcontroller.DefaultCleanupImage,
-		HelperNamespace:  "flock-system",
+		HelperNamespace:  flockcontroller.DefaultHelperNamespace,
 		RolloutHaltAfter: flockcontroller.DefaultRolloutHaltAfter,
 		Logs:             logs.NewOptions(),
 	}
@@ -302,9 +301,6 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--leader-elect-resource-name and --leader-elect-resource-namespace are required with --leader-elect"))
 		}
 	}
-	if msgs := validation.IsDNS1123Label(o.HelperNamespace); len(msgs) > 0 {
-		errs = append(errs, fmt.Errorf("--helper-namespace %q: %s", o.HelperNamespace, strings.Join(msgs, "; ")))
-	}
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -406,6 +402,7 @@ func (o *Options) controllerOptions() flockcontroller.Options {
 		ClusterDomain:    o.ClusterDomain,
 		DataRoot:         o.DataRoot,
 		CleanupImage:     o.HelperImage,
+		HelperNamespace:  o.HelperNamespace,
 		RolloutHaltAfter: o.RolloutHaltAfter,
 		Workers:          o.Workers,
 	}

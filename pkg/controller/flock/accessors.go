@@ -6,7 +6,6 @@
 package flock
 
 import (
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -95,28 +94,6 @@ func ParseOrdinal(flockName, podName string) (int32, bool) {
 // <pod>.<service>.<namespace>.svc.<clusterDomain>.
 func MemberHostname(podName, serviceName, namespace, clusterDomain string) string {
 	return podName + "." + serviceName + "." + namespace + ".svc." + clusterDomain
-}
-
-// DataPath returns the host directory of a Flock's members on their nodes:
-// <dataRoot>/<namespace>/<flock>.
-func DataPath(dataRoot, namespace, flockName string) string {
-	return path.Join(dataRoot, namespace, flockName)
-}
-
-// CleanupPodName returns the name of the helper pod that removes the data
-// directory of member ordinal of a Flock: <flock>-<ordinal>-cleanup. It can
-// never be the name of a member pod (<flock>-<digits>) of any Flock.
-func CleanupPodName(flockName string, ordinal int32) string {
-	return PodName(flockName, ordinal) + "-cleanup"
-}
-
-// cleanupOrdinal returns the ordinal of a cleanup helper pod of flockName.
-func cleanupOrdinal(flockName, podName string) (int32, bool) {
-	base, ok := strings.CutSuffix(podName, "-cleanup")
-	if !ok {
-		return 0, false
-	}
-	return ParseOrdinal(flockName, base)
 }
 
 // memberLabels are the labels the controller sets on member ordinal's pod,

@@ -28,7 +28,7 @@ func adoptionCandidate(s *snapshot, pod *corev1.Pod) bool {
 		}
 		m = v1alpha1.FlockMember{Ordinal: ord, Node: PinnedNode(pod)}
 	}
-	return hasMemberDataVolume(f, m, pod, s.dataRoot)
+	return hasMemberDataVolume(f, m, pod)
 }
 
 // adoptable reports whether the Flock may adopt pod, an orphan its
@@ -42,11 +42,10 @@ func adoptable(s *snapshot, pod *corev1.Pod) bool {
 
 // hasMemberDataVolume reports whether pod's volume named
 // storage.volumeName is exactly the data volume of member m's pod.
-func hasMemberDataVolume(f *v1alpha1.Flock, m v1alpha1.FlockMember, pod *corev1.Pod, dataRoot string) bool {
-	name := volumeNameOf(f)
-	want := volumeNamed(NewMemberPod(f, m, "", dataRoot), name)
-	got := volumeNamed(pod, name)
-	return want != nil && got != nil && equality.Semantic.DeepEqual(want.VolumeSource, got.VolumeSource)
+func hasMemberDataVolume(f *v1alpha1.Flock, m v1alpha1.FlockMember, pod *corev1.Pod) bool {
+	want := memberDataVolume(f, m.Ordinal)
+	got := volumeNamed(pod, want.Name)
+	return got != nil && equality.Semantic.DeepEqual(want.VolumeSource, got.VolumeSource)
 }
 
 // volumeNamed returns pod's volume called name, or nil.

@@ -89,8 +89,8 @@ func unplacedBlockage(f *v1alpha1.Flock, ordinal int32, nodes map[string]*corev1
 // run, if it cannot: no node could be placed for it, its node is gone,
 // NotReady (with since when, and what memberRecovery does about it, from
 // losses), cordoned or tainted, its pod is unschedulable, its pod name is
-// taken by a pod the Flock does not control, or it waits for the cleanup
-// of its data directory after a scale down.
+// taken by a pod the Flock does not control. (Why a member's data is not
+// ready comes from syncMembers.)
 func blockedMembers(s *snapshot, losses map[int32]nodeLoss) map[int32]blockage {
 	f, members, pods, nodes := s.flock, s.members, s.pods, s.nodes
 	blocked := map[int32]blockage{}
@@ -108,11 +108,6 @@ func blockedMembers(s *snapshot, losses map[int32]nodeLoss) map[int32]blockage {
 			if s.nameTaken[ord] {
 				blocked[ord] = blockage{ReasonPodNameTaken, fmt.Sprintf(
 					"member %d cannot start: pod %s exists and is not a pod of this Flock on node %s; delete it to let the member start", ord, name, m.Node)}
-				continue
-			}
-			if h := s.helpers[ord]; h != nil && f.DeletionTimestamp == nil {
-				blocked[ord] = blockage{ReasonDataCleanup, fmt.Sprintf(
-					"member %d waits for pod %s to finish removing its data directory on node %s", ord, h.Name, h.Spec.NodeName)}
 				continue
 			}
 		}

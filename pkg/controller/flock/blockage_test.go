@@ -92,11 +92,6 @@ func TestBlockedMembers(t *testing.T) {
 			mutate: func(s *snapshot) { s.nameTaken[1] = true },
 			want: &blockage{ReasonPodNameTaken,
 				"member 1 cannot start: pod pg-1 exists and is not a pod of this Flock on node n-b; delete it to let the member start"}},
-		{name: "waits for its data cleanup", flock: pg, members: both, nodes: testNodes("n-a", "n-b"),
-			mutate: func(s *snapshot) {
-				s.helpers[1] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pg-1-cleanup"}, Spec: corev1.PodSpec{NodeName: "n-b"}}
-			},
-			want: &blockage{ReasonDataCleanup, "member 1 waits for pod pg-1-cleanup to finish removing its data directory on node n-b"}},
 		{name: "node gone, with what recovery does", flock: pg, members: both, nodes: testNodes("n-a"),
 			losses: map[int32]nodeLoss{1: {Since: decisionNow.Add(-time.Minute), Note: "memberRecovery Wait keeps it on that node until the node is back"}},
 			want: &blockage{ReasonNodeGone,

@@ -1,28 +1,39 @@
 package flock
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
 
-// helpers returns the cleanup pods of a Flock, by name.
+// helpers returns the data helper pods of a Flock (in the server's
+// namespace) that are not being deleted, by name.
 func (f *fixture) helpers(name string) map[string]*corev1.Pod {
 	out := map[string]*corev1.Pod{}
 	for _, p := range f.allPods() {
-		if p.Labels[LabelCleanupOf] == name {
+		if p.Namespace == DefaultHelperNamespace && p.Labels[LabelHelper] != "" && p.Labels[v1alpha1.LabelFlockName] == name && p.DeletionTimestamp == nil {
 			out[p.Name] = p
 		}
 	}
 	return out
 }
+
+// helperPod returns a helper pod of Flock name, or nil.
+func (f *fixture) helperPod(name, job string, ord int32) *corev1.Pod {
+	p, err := f.members.getPod(DefaultHelperNamespace, HelperPodName(job, f.getFlock(name).UID, ord))
+	if err != nil {
+		return nil
+	}
+	return p
+}
+
+// pgDir is the data directory of Flock pg of the fixture (UID flock-pg).
+const pgDir = "/var/lib/flock/db/pg-flock-pg"
 
 // flockExists reports whether a Flock is still stored.
 func (f *fixture) flockExists(name string) bool {
@@ -35,47 +46,16 @@ func withRetention(fl *v1alpha1.Flock, whenScaled, whenDeleted v1alpha1.Retentio
 	return fl
 }
 
-func TestNewCleanupPod(t *testing.T) {
-	fl := newFlock("pg", 3)
-	p := NewCleanupPod(fl, v1alpha1.FlockMember{Ordinal: 2, Node: "n-c"}, "busybox:1.36", "/srv/flock")
-	if p.Name != "pg-2-cleanup" || p.Namespace != testNamespace || p.Spec.NodeName != "n-c" ||
-		p.Spec.RestartPolicy != corev1.RestartPolicyNever || p.Labels[LabelCleanupOf] != "pg" {
-		t.Errorf("pod = %+v", p.ObjectMeta)
-	}
-	if _, ok := ParseOrdinal("pg", p.Name); ok {
-		t.Error("a cleanup pod name parses as a member pod name")
-	}
-	if ord, ok := cleanupOrdinal("pg", p.Name); !ok || ord != 2 {
-		t.Errorf("cleanupOrdinal = %d, %v", ord, ok)
-	}
-	// Only the Flock's data directory, nothing else of the host.
-	if len(p.Spec.Volumes) != 1 || p.Spec.Volumes[0].HostPath == nil || p.Spec.Volumes[0].HostPath.Path != "/srv/flock/db/pg" {
-		t.Errorf("volumes = %+v", p.Spec.Volumes)
-	}
-	if p.Spec.HostNetwork || p.Spec.HostPID || p.Spec.HostIPC || len(p.Spec.Containers) != 1 {
-		t.Errorf("spec = %+v", p.Spec)
-	}
-	c := p.Spec.Containers[0]
-	if c.Image != "busybox:1.36" || len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != cleanupMountPath ||
-		!strings.Contains(strings.Join(c.Command, " "), "rm -rf -- /flock-data/* /flock-data/.[!.]* /flock-data/..?*") {
-		t.Errorf("container = %+v", c)
-	}
-	if len(p.Spec.Tolerations) != 1 || p.Spec.Tolerations[0].Operator != corev1.TolerationOpExists || p.Spec.Tolerations[0].Key != "" {
-		t.Errorf("tolerations = %+v (want one that tolerates everything)", p.Spec.Tolerations)
-	}
-	// Owned (so it is collected with the Flock), but not controlled (so it
-	// is never taken for a member).
-	if len(p.OwnerReferences) != 1 || p.OwnerReferences[0].UID != fl.UID || metav1.GetControllerOf(p) != nil {
-		t.Errorf("owners = %+v", p.OwnerReferences)
-	}
-}
-
 func TestScaleDownWithDeleteRetentionRemovesData(t *testing.T) {
 	f := newFixture(t, "n-a", "n-b", "n-c")
 	f.createFlock(withRetention(newFlock("pg", 3), v1alpha1.DeleteRetentionPolicy, v1alpha1.RetainRetentionPolicy))
 	f.settle("pg")
 	if fl := f.getFlock("pg"); !slices.Contains(fl.Finalizers, v1alpha1.FinalizerDataCleanup) {
 		t.Fatalf("finalizers = %v", fl.Finalizers)
+	}
+	pv2 := PersistentVolumeName("flock-pg", 2)
+	if _, ok := f.data.volumes[pv2]; !ok {
+		t.Fatalf("no volume %s: %v", pv2, f.data.volumes)
 	}
 	f.events()
 
@@ -85,42 +65,41 @@ func TestScaleDownWithDeleteRetentionRemovesData(t *testing.T) {
 		t.Fatal("pg-2 not deleted")
 	}
 	f.mustSync("pg") // starts the helper
-	h := f.helpers("pg")["pg-2-cleanup"]
-	if h == nil || h.Spec.NodeName != "n-c" || h.Spec.Volumes[0].HostPath.Path != "/var/lib/flock/db/pg" ||
-		h.Spec.Containers[0].Image != DefaultCleanupImage {
+	h := f.helperPod("pg", HelperCleanup, 2)
+	if h == nil || h.Spec.NodeName != "n-c" || h.Spec.Volumes[0].HostPath.Path != "/var/lib/flock/db" ||
+		h.Spec.Containers[0].Image != DefaultCleanupImage || h.Namespace != DefaultHelperNamespace {
 		t.Fatalf("helper = %+v", h)
 	}
 	if m := f.memberNodes("pg"); m[2] != "n-c" {
 		t.Fatalf("member 2 left status before its data was removed: %v", m)
 	}
 	st := f.getFlock("pg").Status
-	if msg := st.Members[2].Message; msg != "removing data directory /var/lib/flock/db/pg on node n-c (pod pg-2-cleanup)" {
+	if msg := st.Members[2].Message; !strings.Contains(msg, "removing data directory "+pgDir+" on node n-c (helper pod flock-system/"+h.Name+")") {
 		t.Errorf("member 2 message = %q", msg)
 	}
 	if c := f.condition("pg", v1alpha1.FlockProgressing); c.Reason != ReasonScalingDown {
 		t.Errorf("Progressing = %+v", c)
 	}
-	if !hasEvent(f.events(), "Normal DataCleanupStarted", "/var/lib/flock/db/pg", "member 2", "n-c", "pg-2-cleanup") {
-		t.Error("no DataCleanupStarted event")
-	}
 
 	f.runPods() // Running
 	f.mustSync("pg")
-	if len(f.helpers("pg")) != 1 || len(f.getFlock("pg").Status.Members) != 3 {
-		t.Fatal("helper or member gone while the helper runs")
+	if len(f.helpers("pg")) != 1 || len(f.getFlock("pg").Status.Members) != 3 || len(f.data.claims) != 3 {
+		t.Fatal("helper, member or claim gone while the helper runs")
 	}
 	f.runPods() // Succeeded
-	f.mustSync("pg")
+	f.settle("pg")
 	if got := f.helpers("pg"); len(got) != 0 {
 		t.Errorf("helpers left: %v", got)
 	}
 	if m := f.memberNodes("pg"); len(m) != 2 {
 		t.Errorf("members = %v", m)
 	}
-	if !hasEvent(f.events(), "Normal DataCleanupDone", "/var/lib/flock/db/pg", "member 2", "n-c") {
+	if _, ok := f.data.volumes[pv2]; ok || f.data.claims[testNamespace+"/data-pg-2"] != nil || len(f.data.volumes) != 2 {
+		t.Errorf("volumes %v, claims %v", f.data.volumes, f.data.claims)
+	}
+	if !hasEvent(f.events(), "Normal DataCleanupDone", pgDir, "member 2", "n-c") {
 		t.Error("no DataCleanupDone event")
 	}
-	f.mustSync("pg")
 	if c := f.condition("pg", v1alpha1.FlockProgressing); c.Reason != ReasonComplete {
 		t.Errorf("Progressing = %+v", c)
 	}
@@ -136,17 +115,20 @@ func TestScaleDownWithRetainKeepsData(t *testing.T) {
 	f.scale("pg", 1)
 	f.settle("pg")
 	f.settle("pg")
-	if got := f.podNames(); !slices.Equal(got, []string{"pg-0"}) {
-		t.Fatalf("pods = %v (no cleanup pod may run)", got)
+	if got := f.podNames(); !slices.Equal(got, []string{"pg-0"}) || len(f.helpers("pg")) != 0 {
+		t.Fatalf("pods = %v, helpers %v (no cleanup pod may run)", got, f.helpers("pg"))
 	}
-	if hasEvent(f.events(), "Normal DataCleanupStarted") {
-		t.Error("cleanup with Retain")
+	if len(f.data.volumes) != 3 || len(f.data.claims) != 3 {
+		t.Errorf("volumes %d, claims %d: Retain keeps them", len(f.data.volumes), len(f.data.claims))
 	}
-	// The member that comes back finds its node (and data) again.
+	// The member that comes back finds its node and data again.
 	f.scale("pg", 2)
 	f.settle("pg")
 	if p := f.pod("pg-1"); p == nil || p.Spec.NodeName != "n-b" {
 		t.Fatalf("pg-1 = %+v", p)
+	}
+	if len(f.data.volumes) != 3 {
+		t.Errorf("volumes %v", f.data.volumes)
 	}
 }
 
@@ -154,6 +136,7 @@ func TestScaleUpWhileDataIsRemovedWaitsForTheHelper(t *testing.T) {
 	f := newFixture(t, "n-a", "n-b", "n-c")
 	f.createFlock(withRetention(newFlock("pg", 3), v1alpha1.DeleteRetentionPolicy, v1alpha1.RetainRetentionPolicy))
 	f.settle("pg")
+	oldPV := f.data.volumes[PersistentVolumeName("flock-pg", 2)].UID
 	f.scale("pg", 2)
 	f.mustSync("pg")
 	f.mustSync("pg")
@@ -164,7 +147,7 @@ func TestScaleUpWhileDataIsRemovedWaitsForTheHelper(t *testing.T) {
 		t.Fatal("pg-2 created while its data directory is being removed")
 	}
 	c := f.condition("pg", v1alpha1.FlockMembersBlocked)
-	if c.Reason != ReasonDataCleanup || c.Message != "member 2 waits for pod pg-2-cleanup to finish removing its data directory on node n-c" {
+	if c.Reason != ReasonDataCleanup || !strings.Contains(c.Message, "member 2 waits for helper pod flock-system/flock-cleanup-flock-pg-2 to finish removing its data directory on node n-c") {
 		t.Fatalf("MembersBlocked = %+v", c)
 	}
 	f.settle("pg")
@@ -173,6 +156,9 @@ func TestScaleUpWhileDataIsRemovedWaitsForTheHelper(t *testing.T) {
 	}
 	if len(f.helpers("pg")) != 0 {
 		t.Error("helper left")
+	}
+	if pv := f.data.volumes[PersistentVolumeName("flock-pg", 2)]; pv == nil || pv.UID == oldPV || pv.Annotations[AnnotationPrepared] != "true" {
+		t.Errorf("member 2 did not get a fresh, prepared volume: %+v", pv)
 	}
 }
 
@@ -183,26 +169,33 @@ func TestFailedCleanupIsRetried(t *testing.T) {
 	f.scale("pg", 1)
 	f.mustSync("pg")
 	f.mustSync("pg")
-	f.updatePod("pg-1-cleanup", func(p *corev1.Pod) {
-		p.Status.Phase = corev1.PodFailed
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "cleanup", State: corev1.ContainerState{
-			Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", FinishedAt: metav1.NewTime(f.clock.Now())},
-		}}}
-	})
-	res := f.syncResult("pg")
-	if res.RequeueAfter != cleanupRetryDelay || f.pod("pg-1-cleanup") == nil {
-		t.Fatalf("RequeueAfter = %v; helper %v", res.RequeueAfter, f.pod("pg-1-cleanup"))
+	name := HelperPodName(HelperCleanup, "flock-pg", 1)
+	h, err := f.members.getPod(DefaultHelperNamespace, name)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if msg := f.getFlock("pg").Status.Members[1].Message; !strings.Contains(msg, "failed to remove data directory /var/lib/flock/db/pg on node n-b (exit code 1, Error); retrying at 2026-11-30T12:00:10Z") {
+	h = h.DeepCopy()
+	h.Status.Phase = corev1.PodFailed
+	h.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "cleanup", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", FinishedAt: metav1.NewTime(f.clock.Now())},
+	}}}
+	if err := f.pods.Update(h); err != nil {
+		t.Fatal(err)
+	}
+	res := f.syncResult("pg")
+	if res.RequeueAfter != helperRetryDelay || f.helperPod("pg", HelperCleanup, 1) == nil {
+		t.Fatalf("RequeueAfter = %v; helper %v", res.RequeueAfter, f.helperPod("pg", HelperCleanup, 1))
+	}
+	if msg := f.getFlock("pg").Status.Members[1].Message; !strings.Contains(msg, "failed (exit code 1, Error) on node n-b; retrying at 2026-11-30T12:00:10Z") {
 		t.Errorf("message = %q", msg)
 	}
-	f.clock.Step(cleanupRetryDelay)
+	f.clock.Step(helperRetryDelay)
 	f.mustSync("pg") // deletes the failed helper
-	if !hasEvent(f.events(), "Warning DataCleanupFailed", "pg-1-cleanup", "exit code 1") {
-		t.Error("no DataCleanupFailed event")
+	if !hasEvent(f.events(), "Warning HelperFailed", name, "exit code 1") {
+		t.Error("no HelperFailed event")
 	}
 	f.mustSync("pg") // a new attempt
-	if h := f.pod("pg-1-cleanup"); h == nil || h.Status.Phase != corev1.PodPending {
+	if h := f.helperPod("pg", HelperCleanup, 1); h == nil || h.Status.Phase != corev1.PodPending {
 		t.Fatalf("no new helper: %+v", h)
 	}
 	f.settle("pg")
@@ -219,12 +212,15 @@ func TestCleanupSkippedWhenNodeIsGone(t *testing.T) {
 	f.scale("pg", 2)
 	f.settle("pg")
 	if len(f.helpers("pg")) != 0 || f.pod("pg-2") != nil {
-		t.Fatalf("pods = %v", f.podNames())
+		t.Fatalf("pods = %v, helpers %v", f.podNames(), f.helpers("pg"))
 	}
 	if m := f.memberNodes("pg"); len(m) != 2 {
 		t.Errorf("members = %v", m)
 	}
-	if !hasEvent(f.events(), "Warning DataCleanupSkipped", "node n-c of member 2 is gone", "/var/lib/flock/db/pg") {
+	if len(f.data.volumes) != 2 || len(f.data.claims) != 2 {
+		t.Errorf("member 2's claim and volume are not deleted: %v %v", f.data.volumes, f.data.claims)
+	}
+	if !hasEvent(f.events(), "Warning DataCleanupSkipped", "node n-c of member 2 is gone", pgDir) {
 		t.Error("no DataCleanupSkipped event")
 	}
 }
@@ -234,7 +230,7 @@ func TestDeleteWithDeleteRetentionRemovesDataThenReleasesTheFlock(t *testing.T) 
 	f.members.graceful = true
 	f.createFlock(withRetention(newFlock("pg", 3), v1alpha1.RetainRetentionPolicy, v1alpha1.DeleteRetentionPolicy))
 	f.settle("pg")
-	f.deleteNode("n-c") // member 2's node is lost: its cleanup is skipped
+	f.deleteNode("n-c") // member 2's node is lost: its directory there stays
 	f.mustSync("pg")
 	if fl := f.getFlock("pg"); !slices.Contains(fl.Finalizers, v1alpha1.FinalizerDataCleanup) {
 		t.Fatalf("finalizers = %v", fl.Finalizers)
@@ -255,12 +251,13 @@ func TestDeleteWithDeleteRetentionRemovesDataThenReleasesTheFlock(t *testing.T) 
 	if len(f.helpers("pg")) != 0 {
 		t.Fatal("helpers started while member pods terminate")
 	}
-	if msg := f.getFlock("pg").Status.Members[0].Message; msg != "data directory /var/lib/flock/db/pg on node n-a is removed once pod pg-0 is gone" {
+	if msg := f.getFlock("pg").Status.Members[0].Message; msg != "data directory "+pgDir+" on node n-a is removed once pod pg-0 is gone" {
 		t.Errorf("message = %q", msg)
 	}
 	f.finishTerminating()
 	f.mustSync("pg")
-	if got := f.helpers("pg"); len(got) != 2 || got["pg-0-cleanup"].Spec.NodeName != "n-a" || got["pg-1-cleanup"].Spec.NodeName != "n-b" {
+	got := f.helpers("pg")
+	if len(got) != 2 || f.helperPod("pg", HelperCleanup, 0).Spec.NodeName != "n-a" || f.helperPod("pg", HelperCleanup, 1).Spec.NodeName != "n-b" {
 		t.Fatalf("helpers = %v", got)
 	}
 	if !hasEvent(f.events(), "Warning DataCleanupSkipped", "node n-c of member 2 is gone") {
@@ -271,13 +268,19 @@ func TestDeleteWithDeleteRetentionRemovesDataThenReleasesTheFlock(t *testing.T) 
 	}
 	f.runPods()
 	f.runPods()
-	f.mustSync("pg")
+	for i := 0; i < 10 && f.flockExists("pg"); i++ {
+		f.mustSync("pg")
+		f.finishTerminating()
+	}
 	if f.flockExists("pg") {
 		t.Fatalf("the Flock is still there: %+v", f.getFlock("pg"))
 	}
 	f.finishTerminating()
 	if got := f.podNames(); len(got) != 0 {
 		t.Errorf("pods left: %v", got)
+	}
+	if len(f.helpers("pg")) != 0 || len(f.data.volumes) != 0 || len(f.data.claims) != 0 {
+		t.Errorf("left: helpers %v, volumes %v, claims %v", f.helpers("pg"), f.data.volumes, f.data.claims)
 	}
 }
 
@@ -306,6 +309,9 @@ func TestDeleteWithOrphanedDependentsKeepsData(t *testing.T) {
 	if !hasEvent(f.events(), "Normal DataCleanupSkipped", "orphaned dependents") {
 		t.Error("no DataCleanupSkipped event")
 	}
+	if len(f.data.volumes) != 2 || len(f.data.claims) != 2 {
+		t.Errorf("volumes %v, claims %v", f.data.volumes, f.data.claims)
+	}
 }
 
 // whenDeleted: Retain with whenScaled: Delete: deleting the Flock finishes
@@ -319,17 +325,22 @@ func TestDeleteDuringScaleDownCleanup(t *testing.T) {
 	f.mustSync("pg")
 	f.deleteFlock("pg")
 	f.mustSync("pg")
-	if !f.flockExists("pg") || f.pod("pg-0") == nil || f.pod("pg-1-cleanup") == nil {
-		t.Fatalf("flock exists %v, pods %v", f.flockExists("pg"), f.podNames())
+	if !f.flockExists("pg") || f.pod("pg-0") == nil || f.helperPod("pg", HelperCleanup, 1) == nil {
+		t.Fatalf("flock exists %v, pods %v, helpers %v", f.flockExists("pg"), f.podNames(), f.helpers("pg"))
 	}
 	f.runPods()
 	f.runPods()
-	f.mustSync("pg")
+	for i := 0; i < 10 && f.flockExists("pg"); i++ {
+		f.mustSync("pg")
+	}
 	if f.flockExists("pg") {
 		t.Fatal("the Flock is still held")
 	}
 	if got := f.podNames(); !slices.Equal(got, []string{"pg-0"}) {
 		t.Errorf("pods = %v (the member's pod is the garbage collector's)", got)
+	}
+	if _, ok := f.data.volumes[PersistentVolumeName("flock-pg", 0)]; !ok || len(f.data.volumes) != 1 {
+		t.Errorf("volumes %v: member 0's stays, member 1's goes", f.data.volumes)
 	}
 }
 
@@ -351,24 +362,5 @@ func TestFinalizerFollowsRetention(t *testing.T) {
 	f.mustSync("pg")
 	if fl := f.getFlock("pg"); !slices.Equal(fl.Finalizers, []string{"example.com/other"}) {
 		t.Fatalf("finalizers = %v", fl.Finalizers)
-	}
-}
-
-func TestCleanupSkippedInTerminatingNamespace(t *testing.T) {
-	f := newFixture(t, "n-a")
-	f.createFlock(withRetention(newFlock("pg", 1), v1alpha1.RetainRetentionPolicy, v1alpha1.DeleteRetentionPolicy))
-	f.settle("pg")
-	f.deleteFlock("pg")
-	f.mustSync("pg") // deletes pg-0
-	// As the NamespaceLifecycle admission plugin refuses it.
-	terminating := apierrors.NewForbidden(podResource, "pg-0-cleanup", errors.New("unable to create new content in namespace db because it is being terminated"))
-	terminating.ErrStatus.Details.Causes = append(terminating.ErrStatus.Details.Causes, metav1.StatusCause{Type: corev1.NamespaceTerminatingCause})
-	f.members.failNext("CreatePod", 1, terminating)
-	f.mustSync("pg")
-	if f.flockExists("pg") {
-		t.Fatal("the Flock is held in a namespace being deleted")
-	}
-	if !hasEvent(f.events(), "Warning DataCleanupSkipped", "namespace db is being deleted", "/var/lib/flock/db/pg", "n-a") {
-		t.Error("no DataCleanupSkipped event")
 	}
 }

@@ -22,9 +22,9 @@ import (
 // Sync reconciles one Flock: the data-cleanup finalizer, placement (member
 // nodes are recorded in status before anything else) and recovery of
 // members on lost nodes, adoption/release of pods, the template's
-// ControllerRevision, the Service, member pods and the rolling update, data
-// cleanup, status, and last what waits for the status: deleting finished
-// cleanup helpers, pruning revisions, dropping the finalizer.
+// ControllerRevision, the Service, members' data and pods and the rolling
+// update, data cleanup, status, and last what waits for the status:
+// pruning revisions, dropping the finalizer.
 func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods []*corev1.Pod, now time.Time) (Result, error) {
 	logger := klog.FromContext(ctx).WithValues("flock", klog.KObj(f))
 	ctx = klog.NewContext(ctx, logger)
@@ -64,13 +64,17 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 			return Result{}, err
 		}
 		s = s.withFlock(f)
-		var recovery recoveryPlan
-		if f, recovery, err = fc.recoverMembers(ctx, s); err != nil {
-			return Result{}, err
+		if !usesClaimTemplate(f) {
+			// With a claim template a member follows its volume:
+			// memberRecovery does not apply.
+			var recovery recoveryPlan
+			if f, recovery, err = fc.recoverMembers(ctx, s); err != nil {
+				return Result{}, err
+			}
+			s = s.withFlock(f)
+			losses = recovery.losses
+			result.requeue(recovery.requeue)
 		}
-		s = s.withFlock(f)
-		losses = recovery.losses
-		result.requeue(recovery.requeue)
 	}
 	members, nodes := s.members, s.nodes
 
@@ -104,8 +108,14 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	blocked := blockedMembers(s, losses)
 	if !deleting {
 		changed := map[int32]bool{}
-		if err := fc.syncMembers(ctx, s, plan, changed); err != nil {
+		dataBlocked := map[int32]blockage{}
+		if err := fc.syncMembers(ctx, s, plan, changed, dataBlocked); err != nil {
 			errs = append(errs, err)
+		}
+		for ord, b := range dataBlocked {
+			if _, ok := blocked[ord]; !ok {
+				blocked[ord] = b
+			}
 		}
 		if err := fc.rollingUpdate(ctx, s, plan, changed); err != nil {
 			errs = append(errs, err)
@@ -128,6 +138,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		}
 	}
 	maps.Copy(remove, cleanup.done)
+	fc.recordDataNames(f, members)
 	status, states := computeStatus(statusInput{
 		Flock: f, Members: members, Pods: podByOrdinal, Blocked: blocked, Remove: remove, Cleanup: cleanup.messages,
 		UpdateRevision: plan.Update, ClusterDomain: fc.opts.ClusterDomain, ServiceCondition: svcCond,
@@ -146,14 +157,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 
 	// 8. What waits for the status.
 	if statusWritten {
-		helpersLeft := false
-		for _, h := range cleanup.finished {
-			if err := fc.removePod(ctx, h, false); err != nil {
-				errs = append(errs, err)
-				helpersLeft = true
-			}
-		}
-		if deleting && cleanup.complete && !helpersLeft && hasFinalizer(f, v1alpha1.FinalizerDataCleanup) {
+		if deleting && cleanup.complete && hasFinalizer(f, v1alpha1.FinalizerDataCleanup) {
 			if _, err := fc.setFinalizer(ctx, f, false); err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, err)
 			} else {

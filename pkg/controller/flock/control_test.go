@@ -132,8 +132,7 @@ func TestMemberPodIdentity(t *testing.T) {
 			data = &p.Spec.Volumes[i]
 		}
 	}
-	if data == nil || data.HostPath == nil || data.HostPath.Path != "/var/lib/flock/db/pg" ||
-		*data.HostPath.Type != corev1.HostPathDirectoryOrCreate {
+	if data == nil || data.HostPath != nil || data.PersistentVolumeClaim == nil || data.PersistentVolumeClaim.ClaimName != "data-pg-0" {
 		t.Errorf("data volume = %+v", data)
 	}
 	ref := metav1.GetControllerOf(p)
@@ -195,7 +194,7 @@ func TestScaleDownAndUp(t *testing.T) {
 			f.mustSync("pg")
 			var terminating []string
 			for _, p := range f.allPods() {
-				if p.DeletionTimestamp != nil {
+				if p.DeletionTimestamp != nil && p.Namespace == testNamespace {
 					terminating = append(terminating, p.Name)
 				}
 			}
@@ -423,7 +422,7 @@ func TestAdoption(t *testing.T) {
 	f := newFixture(t, "n-a", "n-b", "n-c", "n-d")
 	fl := newFlock("pg", 3)
 	orphan := func(ord int32, node string) *corev1.Pod {
-		p := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: ord, Node: node}, Revision(&fl.Spec.Template), DefaultDataRoot)
+		p := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: ord, Node: node}, Revision(&fl.Spec.Template))
 		p.OwnerReferences = nil
 		p.UID = types.UID("orphan-" + p.Name)
 		p.Spec.NodeName = node
@@ -439,7 +438,7 @@ func TestAdoption(t *testing.T) {
 	f.addPod(orphan(1, "n-a"))
 	f.addPod(orphan(3, "n-d"))
 	foreign := orphan(4, "n-d")
-	foreign.Spec.Volumes[len(foreign.Spec.Volumes)-1].HostPath.Path = "/elsewhere"
+	foreign.Spec.Volumes[len(foreign.Spec.Volumes)-1].PersistentVolumeClaim.ClaimName = "elsewhere"
 	f.addPod(foreign)
 	// Not adoptable: owned by another controller; and a pod that does not
 	// match the selector.
@@ -506,7 +505,7 @@ func TestOrphanOnTakenNodeIsNotAdopted(t *testing.T) {
 	f.mustSync("pg") // 0:n-a, 1:n-b; pods created
 	f.deletePod("pg-1")
 	// A stray pg-1 on n-a (member 0's node) appears.
-	stray := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 1, Node: "n-a"}, "", DefaultDataRoot)
+	stray := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 1, Node: "n-a"}, "")
 	stray.OwnerReferences, stray.UID = nil, "stray"
 	f.addPod(stray)
 	f.mustSync("pg")
@@ -537,7 +536,7 @@ func TestReleaseOfPodThatNoLongerMatches(t *testing.T) {
 func TestAdoptionRechecksDeletion(t *testing.T) {
 	f := newFixture(t, "n-a")
 	fl := newFlock("pg", 1)
-	p := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "", DefaultDataRoot)
+	p := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "")
 	p.OwnerReferences, p.UID = nil, "orphan"
 	f.addPod(p)
 	fl.Status.Members = []v1alpha1.FlockMember{{Ordinal: 0, Node: "n-a"}}

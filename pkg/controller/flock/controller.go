@@ -39,6 +39,7 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, flockCl
 	flockInformer flockinformers.FlockInformer, podInformer coreinformers.PodInformer,
 	nodeInformer coreinformers.NodeInformer, serviceInformer coreinformers.ServiceInformer,
 	revisionInformer appsinformers.ControllerRevisionInformer,
+	volumeInformer coreinformers.PersistentVolumeInformer, claimInformer coreinformers.PersistentVolumeClaimInformer,
 	recorder record.EventRecorder, opts Options) (*Controller, error) {
 	opts, err := opts.Complete()
 	if err != nil {
@@ -46,16 +47,19 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, flockCl
 	}
 	registerMetrics()
 	members := NewMemberControl(kubeClient, podInformer.Lister(), serviceInformer.Lister())
+	data := NewDataControl(kubeClient, volumeInformer.Lister(), claimInformer.Lister())
 	revisions := NewRevisionControl(kubeClient, revisionInformer.Lister())
-	control := NewDefaultFlockControl(members, revisions, NewStatusUpdater(flockClient), flockClient,
+	control := NewDefaultFlockControl(members, data, revisions, NewStatusUpdater(flockClient), flockClient,
 		flockInformer.Lister(), nodeInformer.Lister(), recorder, opts)
-	return newController(ctx, control, flockInformer, podInformer, nodeInformer, serviceInformer, revisionInformer, opts, clock.RealClock{})
+	return newController(ctx, control, flockInformer, podInformer, nodeInformer, serviceInformer, revisionInformer,
+		volumeInformer, claimInformer, opts, clock.RealClock{})
 }
 
 // newController wires the loop around any FlockControl.
 func newController(ctx context.Context, control FlockControl, flockInformer flockinformers.FlockInformer,
 	podInformer coreinformers.PodInformer, nodeInformer coreinformers.NodeInformer,
 	serviceInformer coreinformers.ServiceInformer, revisionInformer appsinformers.ControllerRevisionInformer,
+	volumeInformer coreinformers.PersistentVolumeInformer, claimInformer coreinformers.PersistentVolumeClaimInformer,
 	opts Options, clk clock.Clock) (*Controller, error) {
 	logger := klog.FromContext(ctx)
 	if err := podInformer.Informer().AddIndexers(cache.Indexers{podControllerUIDIndex: indexByFlockController}); err != nil {
@@ -98,6 +102,16 @@ func newController(ctx context.Context, control FlockControl, flockInformer floc
 			AddFunc:    func(obj any) { c.revisionChanged(logger, obj) },
 			UpdateFunc: func(_, cur any) { c.revisionChanged(logger, cur) },
 			DeleteFunc: func(obj any) { c.revisionChanged(logger, obj) },
+		}},
+		{volumeInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.volumeChanged(logger, obj) },
+			UpdateFunc: func(_, cur any) { c.volumeChanged(logger, cur) },
+			DeleteFunc: func(obj any) { c.volumeChanged(logger, obj) },
+		}},
+		{claimInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.claimChanged(logger, obj) },
+			UpdateFunc: func(_, cur any) { c.claimChanged(logger, cur) },
+			DeleteFunc: func(obj any) { c.claimChanged(logger, obj) },
 		}},
 		{nodeInformer.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.nodeChanged(logger, obj) },

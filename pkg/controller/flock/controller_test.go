@@ -49,7 +49,7 @@ func TestEventHandlers(t *testing.T) {
 	f.createFlock(idle)
 	drain(c)
 
-	owned := NewMemberPod(pg, pg.Status.Members[0], "", DefaultDataRoot)
+	owned := NewMemberPod(pg, pg.Status.Members[0], "")
 	owned.ResourceVersion = "1"
 	c.addPod(logger, owned)
 	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
@@ -134,7 +134,8 @@ func TestRunOverFakeClientsets(t *testing.T) {
 	recorder := record.NewFakeRecorder(1000)
 	c, err := NewController(ctx, kubeClient, flockClient, flockFactory.Flock().V1alpha1().Flocks(),
 		kubeFactory.Core().V1().Pods(), kubeFactory.Core().V1().Nodes(), kubeFactory.Core().V1().Services(),
-		kubeFactory.Apps().V1().ControllerRevisions(), recorder, Options{ClusterDomain: "example.org"})
+		kubeFactory.Apps().V1().ControllerRevisions(), kubeFactory.Core().V1().PersistentVolumes(),
+		kubeFactory.Core().V1().PersistentVolumeClaims(), recorder, Options{ClusterDomain: "example.org"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,21 +155,24 @@ func TestRunOverFakeClientsets(t *testing.T) {
 	// the update would look like a resync.)
 	rv := 100
 	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		pods, err := kubeClient.CoreV1().Pods(testNamespace).List(ctx, metav1.ListOptions{})
+		pods, err := kubeClient.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
 		for i := range pods.Items {
 			p := &pods.Items[i]
-			if isRunningAndReady(p) {
+			if isRunningAndReady(p) || isTerminal(p) {
 				continue
 			}
 			rv++
 			p.ResourceVersion = strconv.Itoa(rv)
 			p.Spec.NodeName = PinnedNode(p)
 			p.Status.Phase = corev1.PodRunning
+			if p.Spec.RestartPolicy == corev1.RestartPolicyNever {
+				p.Status.Phase = corev1.PodSucceeded // a data helper
+			}
 			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
-			if _, err := kubeClient.CoreV1().Pods(testNamespace).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
+			if _, err := kubeClient.CoreV1().Pods(p.Namespace).Update(ctx, p, metav1.UpdateOptions{}); err != nil {
 				return false, err
 			}
 		}
@@ -212,13 +216,14 @@ func TestNewControllerRejectsBadOptions(t *testing.T) {
 	flockFactory := flockinformers.NewSharedInformerFactory(flockfake.NewSimpleClientset(), 0)
 	_, err := NewController(ctx, k8sfake.NewClientset(), flockfake.NewSimpleClientset(), flockFactory.Flock().V1alpha1().Flocks(),
 		kubeFactory.Core().V1().Pods(), kubeFactory.Core().V1().Nodes(), kubeFactory.Core().V1().Services(),
-		kubeFactory.Apps().V1().ControllerRevisions(), record.NewFakeRecorder(1), Options{DataRoot: "relative/path"})
+		kubeFactory.Apps().V1().ControllerRevisions(), kubeFactory.Core().V1().PersistentVolumes(),
+		kubeFactory.Core().V1().PersistentVolumeClaims(), record.NewFakeRecorder(1), Options{DataRoot: "relative/path"})
 	if err == nil {
 		t.Fatal("no error for a relative data root")
 	}
 }
 
-func TestCleanupPodAndRevisionHandlers(t *testing.T) {
+func TestHelperDataAndRevisionHandlers(t *testing.T) {
 	f := newFixture(t, "n-a")
 	logger := klog.FromContext(f.ctx)
 	c := f.controller
@@ -226,9 +231,9 @@ func TestCleanupPodAndRevisionHandlers(t *testing.T) {
 	f.createFlock(pg)
 	drain(c)
 
-	// A cleanup helper's changes wake up its Flock (it has no controller
-	// and does not match the selector).
-	h := NewCleanupPod(pg, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "busybox", DefaultDataRoot)
+	// A data helper's changes wake up its Flock (it is in the server's
+	// namespace, has no controller and does not match the selector).
+	h := NewHelperPod(pg, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, HelperCleanup, DefaultHelperNamespace, "busybox", DefaultDataRoot)
 	h.ResourceVersion = "1"
 	c.addPod(logger, h)
 	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
@@ -244,6 +249,22 @@ func TestCleanupPodAndRevisionHandlers(t *testing.T) {
 	c.deletePod(logger, done)
 	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
 		t.Errorf("helper deleted: %v", got)
+	}
+
+	// A member's PersistentVolume by its labels, its claim by controller.
+	c.volumeChanged(logger, NewMemberVolume(pg, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "n-a", DefaultDataRoot))
+	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
+		t.Errorf("volume changed: %v", got)
+	}
+	c.claimChanged(logger, cache.DeletedFinalStateUnknown{Key: "db/data-pg-0", Obj: NewMemberClaim(pg, 0, "pv")})
+	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
+		t.Errorf("claim deleted: %v", got)
+	}
+	foreign := NewMemberClaim(pg, 0, "pv")
+	foreign.OwnerReferences[0].UID = "someone-else"
+	c.claimChanged(logger, foreign)
+	if got := drain(c); len(got) != 0 {
+		t.Errorf("claim of another owner: %v", got)
 	}
 
 	// Revisions: by controller, and orphans by their flock.dev/name label.

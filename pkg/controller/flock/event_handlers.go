@@ -66,20 +66,49 @@ func (c *Controller) flocksSelecting(pod *corev1.Pod) []*v1alpha1.Flock {
 	return out
 }
 
-// enqueueCleanupOwner enqueues the Flock whose data-cleanup helper pod
-// is, and reports whether pod is one.
-func (c *Controller) enqueueCleanupOwner(pod *corev1.Pod) bool {
-	name, ok := pod.Labels[LabelCleanupOf]
-	if !ok {
+// enqueueHelperOwner enqueues the Flock a data helper pod works for (named
+// by its labels; the pod is in the server's namespace), and reports whether
+// pod is a helper.
+func (c *Controller) enqueueHelperOwner(pod *corev1.Pod) bool {
+	if pod.Labels[LabelHelper] == "" {
 		return false
 	}
-	c.queue.Add(pod.Namespace + "/" + name)
+	c.enqueueLabelled(pod.Labels)
 	return true
+}
+
+// enqueueLabelled enqueues the Flock that the flock.dev/namespace and
+// flock.dev/name labels of a helper pod or PersistentVolume name.
+func (c *Controller) enqueueLabelled(l map[string]string) {
+	ns, name := l[LabelFlockNamespace], l[v1alpha1.LabelFlockName]
+	if ns != "" && name != "" {
+		c.queue.Add(ns + "/" + name)
+	}
+}
+
+// volumeChanged enqueues the Flock a PersistentVolume is a member's of.
+func (c *Controller) volumeChanged(_ klog.Logger, obj any) {
+	if pv, ok := unwrapDeleted[*corev1.PersistentVolume](obj); ok {
+		c.enqueueLabelled(pv.Labels)
+	}
+}
+
+// claimChanged enqueues the Flock that controls a claim.
+func (c *Controller) claimChanged(logger klog.Logger, obj any) {
+	claim, ok := unwrapDeleted[*corev1.PersistentVolumeClaim](obj)
+	if !ok {
+		return
+	}
+	if ref := metav1.GetControllerOfNoCopy(claim); ref != nil {
+		if f := c.resolveControllerRef(claim.Namespace, ref); f != nil {
+			c.enqueue(logger, f)
+		}
+	}
 }
 
 func (c *Controller) addPod(logger klog.Logger, obj any) {
 	pod := obj.(*corev1.Pod)
-	if c.enqueueCleanupOwner(pod) {
+	if c.enqueueHelperOwner(pod) {
 		return
 	}
 	if c.enqueueController(logger, pod) {
@@ -93,7 +122,7 @@ func (c *Controller) updatePod(logger klog.Logger, old, cur any) {
 	if oldPod.ResourceVersion == curPod.ResourceVersion {
 		return // a resync
 	}
-	if c.enqueueCleanupOwner(curPod) {
+	if c.enqueueHelperOwner(curPod) {
 		return
 	}
 	oldRef, curRef := metav1.GetControllerOfNoCopy(oldPod), metav1.GetControllerOfNoCopy(curPod)
@@ -125,7 +154,7 @@ func (c *Controller) deletePod(logger klog.Logger, obj any) {
 	if !ok {
 		return
 	}
-	if c.enqueueCleanupOwner(pod) {
+	if c.enqueueHelperOwner(pod) {
 		return
 	}
 	if c.enqueueController(logger, pod) {

@@ -63,6 +63,9 @@ type fakeMemberControl struct {
 	pods, services cache.Indexer
 	clock          *testingclock.FakeClock
 	graceful       bool
+	// instantPrepare makes a data-prepare helper pod succeed as it is
+	// created, so that a member's pod follows in the same sync.
+	instantPrepare bool
 	failures       map[string]*injector
 	calls          map[string]int
 	nextUID        int
@@ -125,6 +128,9 @@ func (c *fakeMemberControl) CreatePod(_ context.Context, pod *corev1.Pod) error 
 	pod.ResourceVersion = "1"
 	pod.CreationTimestamp = metav1.NewTime(c.clock.Now())
 	pod.Status.Phase = corev1.PodPending
+	if c.instantPrepare && pod.Labels[LabelHelper] == HelperPrepare {
+		pod.Status.Phase = corev1.PodSucceeded
+	}
 	c.ops = append(c.ops, "create "+pod.Name+" "+podRevision(pod))
 	return c.pods.Add(pod)
 }
@@ -374,6 +380,7 @@ type fixture struct {
 	revisions   cache.Indexer
 	members     *fakeMemberControl
 	history     *fakeRevisionControl
+	data        *fakeDataControl
 	recorder    *record.FakeRecorder
 	controller  *Controller
 	// assigned remembers, per Flock UID, the node each recorded member had
@@ -422,6 +429,7 @@ func newFixtureWithLogVerbosity(t *testing.T, verbosity int, nodeNames ...string
 		former:    map[types.UID]map[int32]map[string]bool{},
 	}
 	f.members = newFakeMemberControl(f.pods, f.services, clk)
+	f.members.instantPrepare = true
 	f.history = &fakeRevisionControl{revisions: f.revisions, failures: map[string]*injector{}}
 	opts, err := Options{RolloutHaltAfter: testHaltAfter}.Complete()
 	if err != nil {
@@ -429,9 +437,11 @@ func newFixtureWithLogVerbosity(t *testing.T, verbosity int, nodeNames ...string
 	}
 	// Conflicts are retried as in production, without the pauses.
 	status := &realStatusUpdater{client: flockClient, backoff: wait.Backoff{Steps: retry.DefaultRetry.Steps}}
-	control := NewDefaultFlockControl(f.members, f.history, status, flockClient,
+	f.data = newFakeDataControl()
+	control := NewDefaultFlockControl(f.members, f.data, f.history, status, flockClient,
 		flockInformer.Lister(), nodeInformer.Lister(), f.recorder, opts)
-	f.controller, err = newController(ctx, control, flockInformer, podInformer, nodeInformer, serviceInformer, revisionInformer, opts, clk)
+	f.controller, err = newController(ctx, control, flockInformer, podInformer, nodeInformer, serviceInformer, revisionInformer,
+		kubeFactory.Core().V1().PersistentVolumes(), kubeFactory.Core().V1().PersistentVolumeClaims(), opts, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -667,6 +677,7 @@ func (f *fixture) snapshot() string {
 		s := obj.(*corev1.Service)
 		fmt.Fprintf(&b, "%s %v|", s.Name, s.OwnerReferences)
 	}
+	fmt.Fprintf(&b, "data writes %d|", len(f.data.ops))
 	list, _ := f.flockClient.FlockV1alpha1().Flocks("").List(f.ctx, metav1.ListOptions{})
 	for _, fl := range list.Items {
 		st := fl.Status.DeepCopy()
@@ -697,11 +708,14 @@ func (f *fixture) pod(name string) *corev1.Pod {
 	return p
 }
 
-// podNames returns the names of the pods in the cache, sorted.
+// podNames returns the names of the pods in the cache, sorted, but for
+// data helpers (in the server's namespace; see helpers).
 func (f *fixture) podNames() []string {
 	var names []string
 	for _, p := range f.allPods() {
-		names = append(names, p.Name)
+		if p.Namespace != DefaultHelperNamespace {
+			names = append(names, p.Name)
+		}
 	}
 	return names
 }
@@ -914,22 +928,22 @@ func (f *fixture) check() {
 			}
 		}
 
-		// A cleanup helper never runs beside a pod of the Flock on its node:
-		// the pod's data would be removed under it.
+		// A cleanup helper never runs while a pod of the Flock mounts the
+		// member's claim: the pod's data would be removed under it.
 		for _, h := range f.allPods() {
-			if h.Labels[LabelCleanupOf] != fl.Name || isTerminal(h) {
+			ord, ok := helperOrdinal(fl.UID, h)
+			if !ok || h.Labels[LabelHelper] != HelperCleanup || isTerminal(h) {
 				continue
 			}
-			if h.Spec.NodeName == "" || len(h.Spec.Volumes) != 1 || h.Spec.Volumes[0].HostPath == nil ||
-				h.Spec.Volumes[0].HostPath.Path != DataPath(DefaultDataRoot, fl.Namespace, fl.Name) {
-				f.t.Fatalf("flock %s: cleanup pod %s on %q mounts %+v", fl.Name, h.Name, h.Spec.NodeName, h.Spec.Volumes)
+			if h.Namespace != DefaultHelperNamespace || h.Spec.NodeName == "" || len(h.Spec.Volumes) != 1 || h.Spec.Volumes[0].HostPath == nil {
+				f.t.Fatalf("flock %s: cleanup pod %s/%s on %q mounts %+v", fl.Name, h.Namespace, h.Name, h.Spec.NodeName, h.Spec.Volumes)
 			}
+			claim := ClaimName(fl, ord)
 			for _, p := range f.allPods() {
-				if _, ok := ParseOrdinal(fl.Name, p.Name); ok && !isTerminal(p) && PinnedNode(p) == h.Spec.NodeName &&
-					slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool {
-						return v.HostPath != nil && v.HostPath.Path == h.Spec.Volumes[0].HostPath.Path
-					}) {
-					f.t.Fatalf("flock %s: cleanup pod %s runs on node %s beside pod %s, which uses the data directory", fl.Name, h.Name, h.Spec.NodeName, p.Name)
+				if p.Namespace == fl.Namespace && !isTerminal(p) && slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool {
+					return v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim
+				}) {
+					f.t.Fatalf("flock %s: cleanup pod %s runs while pod %s uses claim %s", fl.Name, h.Name, p.Name, claim)
 				}
 			}
 		}

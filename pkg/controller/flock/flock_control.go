@@ -46,18 +46,25 @@ func (r *Result) requeue(d time.Duration) {
 }
 
 // NewDefaultFlockControl returns the FlockControl of the controller.
-// revisions records templates as ControllerRevisions. flockClient is used
+// data makes members' PersistentVolumes and claims (helper pods go through
+// members, in opts.HelperNamespace). revisions records templates as
+// ControllerRevisions. flockClient is used
 // for live reads before adoption and to add and remove the data-cleanup
 // finalizer, flockLister to count every Flock's members per node,
 // nodeLister for placement and for telling why a member is blocked. opts
 // must be completed.
-func NewDefaultFlockControl(members MemberControl, revisions RevisionControl, status StatusUpdater, flockClient versioned.Interface,
+func NewDefaultFlockControl(members MemberControl, data DataControl, revisions RevisionControl, status StatusUpdater, flockClient versioned.Interface,
 	flockLister flocklisters.FlockLister, nodeLister corelisters.NodeLister, recorder record.EventRecorder, opts Options) FlockControl {
-	return &defaultFlockControl{
+	fc := &defaultFlockControl{
 		members: members, revisions: revisions, status: status, flockClient: flockClient,
 		flockLister: flockLister, nodeLister: nodeLister, recorder: recorder, opts: opts,
 		lost: newNodeLossTracker(),
 	}
+	fc.data = &dataSyncer{
+		data: data, pods: members, event: fc.event,
+		dataRoot: opts.DataRoot, helperNamespace: opts.HelperNamespace, helperImage: opts.CleanupImage,
+	}
+	return fc
 }
 
 type defaultFlockControl struct {
@@ -71,6 +78,8 @@ type defaultFlockControl struct {
 	opts        Options
 	// lost remembers since when nodes have been lost (memberRecovery).
 	lost *nodeLossTracker
+	// data makes and removes members' volumes, claims and directories.
+	data *dataSyncer
 }
 
 var _ FlockControl = &defaultFlockControl{}

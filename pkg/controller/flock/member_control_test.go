@@ -30,7 +30,7 @@ func TestRealMemberControl(t *testing.T) {
 	factory := informers.NewSharedInformerFactory(client, 0)
 	mc := NewMemberControl(client, factory.Core().V1().Pods().Lister(), factory.Core().V1().Services().Lister())
 
-	pod := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "rev", DefaultDataRoot)
+	pod := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "rev")
 	if err := mc.CreatePod(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
@@ -180,16 +180,16 @@ func TestRealMemberControlForceDeleteAndList(t *testing.T) {
 	podInformer := factory.Core().V1().Pods()
 	mc := NewMemberControl(client, podInformer.Lister(), factory.Core().V1().Services().Lister())
 
-	helper := NewCleanupPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "busybox", DefaultDataRoot)
+	helper := NewHelperPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, HelperCleanup, testNamespace, "busybox", DefaultDataRoot)
 	helper.UID = "h-uid"
-	member := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "rev", DefaultDataRoot)
+	member := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "rev")
 	for _, p := range []*corev1.Pod{helper, member} {
 		if err := podInformer.Informer().GetIndexer().Add(p); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := mc.ListPods(testNamespace, labels.SelectorFromSet(labels.Set{LabelCleanupOf: "pg"}))
-	if err != nil || len(got) != 1 || got[0].Name != "pg-0-cleanup" {
+	got, err := mc.ListPods(testNamespace, labels.SelectorFromSet(labels.Set{LabelHelper: HelperCleanup}))
+	if err != nil || len(got) != 1 || got[0].Name != helper.Name {
 		t.Fatalf("ListPods = %v, %v", got, err)
 	}
 

@@ -87,6 +87,42 @@ func planPlacement(s *snapshot) placementPlan {
 		used[node] = true
 	}
 
+	// Ordinals whose retained node-local volume is still there go back to
+	// its node, so they find their data again; while that node exists but
+	// cannot take them (cordoned, NotReady, tainted, used), they wait
+	// unplaced rather than start elsewhere without their data.
+	heldBack := map[int32]bool{}
+	if !usesClaimTemplate(f) {
+		req := placement.RequirementFromFlock(f)
+		for ord := range replicas {
+			if _, ok := existing[ord]; ok {
+				continue
+			}
+			if _, ok := add[ord]; ok {
+				continue
+			}
+			pv := s.volumes[ord]
+			if pv == nil || pv.DeletionTimestamp != nil || pv.Annotations[AnnotationRemoved] == "true" {
+				continue
+			}
+			for _, n := range nodes {
+				if !volumeOnNode(pv, NodeHostname(n)) {
+					continue
+				}
+				if int(ord) < len(f.Spec.Placement.Nodes) && f.Spec.Placement.Nodes[ord] != n.Name {
+					break // the explicit map wins
+				}
+				if ok, _ := placement.IsEligible(n, req); !ok || used[n.Name] {
+					heldBack[ord] = true
+					break
+				}
+				add[ord] = n.Name
+				used[n.Name] = true
+				break
+			}
+		}
+	}
+
 	// New ordinals.
 	all := maps.Clone(existing)
 	maps.Copy(all, add)
@@ -106,7 +142,7 @@ func planPlacement(s *snapshot) placementPlan {
 		req.Replicas = top // so every recorded node, condemned members' too, counts as used
 		assigned, unplaced := placement.Assign(nodes, req, all, s.usage())
 		for ord, node := range assigned {
-			if _, ok := all[ord]; ok || ord >= replicas || used[node] {
+			if _, ok := all[ord]; ok || ord >= replicas || used[node] || heldBack[ord] {
 				continue
 			}
 			add[ord] = node

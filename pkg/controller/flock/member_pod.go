@@ -1,5 +1,5 @@
-// File member_pod.go: the member pod: built from a template revision and a member, and
-// pinned to the member's node by a required node affinity. Pure.
+// File member_pod.go: the member pod: built from a template revision and a member, pinned
+// to the member's node by a required node affinity, mounting the member's claim. Pure.
 
 package flock
 
@@ -21,16 +21,18 @@ const nodeNameField = "metadata.name"
 // with hostname and subdomain for its DNS name, the template's labels plus
 // the member labels and revision, a required node affinity to m.Node AND-ed
 // into every term of the template's own required node affinity, the
-// hostPath data volume <dataRoot>/<namespace>/<flock> and a controller
-// ownerReference to f. f is not modified.
-func NewMemberPod(f *v1alpha1.Flock, m v1alpha1.FlockMember, revision, dataRoot string) *corev1.Pod {
-	return newMemberPodFromTemplate(f, &f.Spec.Template, m, revision, dataRoot)
+// member's claim <volumeName>-<flock>-<i> as the volume volumeName (never a
+// hostPath), with a claim template a required anti-affinity to the Flock's
+// other pods on kubernetes.io/hostname, and a controller ownerReference to
+// f. f is not modified.
+func NewMemberPod(f *v1alpha1.Flock, m v1alpha1.FlockMember, revision string) *corev1.Pod {
+	return newMemberPodFromTemplate(f, &f.Spec.Template, m, revision)
 }
 
 // newMemberPodFromTemplate is NewMemberPod with the pod template of a given
 // revision (an earlier template of f, from its ControllerRevision) instead
 // of f's current one. template is not modified.
-func newMemberPodFromTemplate(f *v1alpha1.Flock, template *corev1.PodTemplateSpec, m v1alpha1.FlockMember, revision, dataRoot string) *corev1.Pod {
+func newMemberPodFromTemplate(f *v1alpha1.Flock, template *corev1.PodTemplateSpec, m v1alpha1.FlockMember, revision string) *corev1.Pod {
 	tmpl := template.DeepCopy()
 	name := PodName(f.Name, m.Ordinal)
 
@@ -59,20 +61,34 @@ func newMemberPodFromTemplate(f *v1alpha1.Flock, template *corev1.PodTemplateSpe
 	pod.Spec.NodeName = ""
 	pinToNode(&pod.Spec, m.Node)
 
-	volumeName := volumeNameOf(f)
-	hostPathType := corev1.HostPathDirectoryOrCreate
-	dataVolume := corev1.Volume{
-		Name: volumeName,
-		VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-			Path: DataPath(dataRoot, f.Namespace, f.Name),
-			Type: &hostPathType,
-		}},
+	if usesClaimTemplate(f) {
+		// A member follows its volume, wherever that may be used; members
+		// never share a node.
+		avoidFlockPeers(&pod.Spec, f)
 	}
+
+	volumeName := volumeNameOf(f)
 	// Validation refuses a template volume of this name; replace it anyway
 	// so the pod can never mount anything else as the member's data.
 	pod.Spec.Volumes = slices.DeleteFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == volumeName })
-	pod.Spec.Volumes = append(pod.Spec.Volumes, dataVolume)
+	pod.Spec.Volumes = append(pod.Spec.Volumes, memberDataVolume(f, m.Ordinal))
 	return pod
+}
+
+// avoidFlockPeers adds to spec a required pod anti-affinity on
+// kubernetes.io/hostname to the pods of Flock f.
+func avoidFlockPeers(spec *corev1.PodSpec, f *v1alpha1.Flock) {
+	if spec.Affinity == nil {
+		spec.Affinity = &corev1.Affinity{}
+	}
+	if spec.Affinity.PodAntiAffinity == nil {
+		spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{}
+	}
+	paa := spec.Affinity.PodAntiAffinity
+	paa.RequiredDuringSchedulingIgnoredDuringExecution = append(paa.RequiredDuringSchedulingIgnoredDuringExecution, corev1.PodAffinityTerm{
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelFlockName: f.Name}},
+		TopologyKey:   hostnameLabel,
+	})
 }
 
 // pinToNode ANDs "metadata.name In [node]" into every term of spec's

@@ -56,7 +56,7 @@ func TestNewMemberPodPinsEveryTerm(t *testing.T) {
 	}
 	fl.Spec.Template.Spec.NodeName = "n-x" // refused by validation; ignored anyway
 	orig := fl.DeepCopy()
-	pod := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "rev", "/srv/flock")
+	pod := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "rev")
 
 	if !equality.Semantic.DeepEqual(fl, orig) {
 		t.Fatal("NewMemberPod modified the Flock")
@@ -72,8 +72,8 @@ func TestNewMemberPodPinsEveryTerm(t *testing.T) {
 	if pod.Spec.NodeName != "" || PinnedNode(pod) != "n-a" {
 		t.Errorf("PinnedNode = %q", PinnedNode(pod))
 	}
-	if len(pod.Spec.Volumes) != 2 || pod.Spec.Volumes[0].Name != "config" || pod.Spec.Volumes[1].HostPath == nil ||
-		pod.Spec.Volumes[1].HostPath.Path != "/srv/flock/db/pg" {
+	if len(pod.Spec.Volumes) != 2 || pod.Spec.Volumes[0].Name != "config" || pod.Spec.Volumes[1].PersistentVolumeClaim == nil ||
+		pod.Spec.Volumes[1].PersistentVolumeClaim.ClaimName != "data-pg-0" {
 		t.Errorf("volumes = %+v", pod.Spec.Volumes)
 	}
 	if why := identityMismatch(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, pod); why != "" {

@@ -24,7 +24,7 @@ import (
 // time, once every remaining member is available. With Parallel it does
 // all at once. New pods get the revision plan.templateFor says. The
 // ordinals whose pods it creates or deletes are added to changed.
-func (fc *defaultFlockControl) syncMembers(ctx context.Context, s *snapshot, plan updatePlan, changed map[int32]bool) error {
+func (fc *defaultFlockControl) syncMembers(ctx context.Context, s *snapshot, plan updatePlan, changed map[int32]bool, dataBlocked map[int32]blockage) error {
 	f := s.flock
 	logger := klog.FromContext(ctx)
 	replicas := replicasOf(f)
@@ -45,7 +45,7 @@ func (fc *defaultFlockControl) syncMembers(ctx context.Context, s *snapshot, pla
 			}
 			continue
 		}
-		wait, err := fc.syncMember(ctx, s, ord, plan, changed)
+		wait, err := fc.syncMember(ctx, s, ord, plan, changed, dataBlocked)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -174,7 +174,7 @@ func planMember(s *snapshot, ord int32, plan updatePlan) memberAction {
 	f, pod := s.flock, s.pods[ord]
 	m, ok := s.members[ord]
 	switch {
-	case !ok, pod == nil && (s.nameTaken[ord] || s.helpers[ord] != nil):
+	case !ok, pod == nil && s.nameTaken[ord]:
 		return memberAction{kind: memberKeep, wait: true}
 	case pod == nil:
 		tmpl, revision := plan.templateFor(f, ord)
@@ -204,14 +204,23 @@ func planMember(s *snapshot, ord int32, plan updatePlan) memberAction {
 
 // syncMember writes what planMember decides for member ord. It returns
 // wait=true when an OrderedReady Flock must not go past this member yet.
-func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord int32, plan updatePlan, changed map[int32]bool) (bool, error) {
+func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord int32, plan updatePlan, changed map[int32]bool, dataBlocked map[int32]blockage) (bool, error) {
 	f, m, pod := s.flock, s.members[ord], s.pods[ord]
 	a := planMember(s, ord, plan)
 	switch a.kind {
 	case memberCreate:
+		// The member's data first: its volume, claim and prepared
+		// directory (why it is not ready goes to dataBlocked).
+		data, err := fc.data.ensure(ctx, f, m, s.nodes[m.Node], s.now)
+		if !data.ready {
+			if data.blocked != nil {
+				dataBlocked[ord] = *data.blocked
+			}
+			return true, err
+		}
 		name := PodName(f.Name, ord)
 		changed[ord] = true
-		err := fc.members.CreatePod(ctx, newMemberPodFromTemplate(f, a.template, m, a.revision, fc.opts.DataRoot))
+		err = fc.members.CreatePod(ctx, newMemberPodFromTemplate(f, a.template, m, a.revision))
 		switch {
 		case apierrors.IsAlreadyExists(err):
 			// The cache is behind; the pod's event brings us back.

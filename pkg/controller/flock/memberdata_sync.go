@@ -77,29 +77,48 @@ func conflicting(ord int32, why string) dataState {
 // it is gone).
 func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, node *corev1.Node, now time.Time) (dataState, error) {
 	if usesClaimTemplate(f) {
-		return d.ensureClaim(ctx, f, m.Ordinal, "")
+		st, _, err := d.ensureClaim(ctx, f, m.Ordinal, "")
+		return st, err
 	}
 	logger := klog.FromContext(ctx)
 	ord := m.Ordinal
 	pvName, claimName := PersistentVolumeName(f.UID, ord), ClaimName(f, ord)
 
+	// A member scaled back up while its data was being removed waits for
+	// the removal to end, then gets fresh data.
+	if h, err := d.pods.GetPod(d.helperNamespace, HelperPodName(HelperCleanup, f.UID, ord)); err == nil {
+		if !isTerminal(h) {
+			return dataState{blocked: &blockage{ReasonDataCleanup, fmt.Sprintf(
+				"member %d waits for helper pod %s/%s to finish removing its data directory on node %s", ord, h.Namespace, h.Name, h.Spec.NodeName)}}, nil
+		}
+		if pv, err := d.data.GetVolume(pvName); err == nil && volumeConflict(f, ord, pv) == "" && pv.DeletionTimestamp == nil {
+			if st, err := d.replaceVolume(ctx, f, m, pv, "its data directory was removed"); err != nil {
+				return st, err
+			}
+		}
+		return waiting("", "", "member %d: its data directory was removed; fresh data is made", ord), d.deleteHelpers(ctx, f, ord, HelperCleanup)
+	} else if !apierrors.IsNotFound(err) {
+		return dataState{}, err
+	}
+
 	pv, err := d.data.GetVolume(pvName)
-	switch {
-	case apierrors.IsNotFound(err):
+	if apierrors.IsNotFound(err) {
 		if node == nil {
 			return waiting("", "", "member %d waits for node %s, which is gone, to make its PersistentVolume", ord, m.Node), nil
 		}
-		pv = NewMemberVolume(f, m, NodeHostname(node), d.dataRoot)
-		if err := d.data.CreateVolume(ctx, pv); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := d.data.CreateVolume(ctx, NewMemberVolume(f, m, NodeHostname(node), d.dataRoot)); err != nil && !apierrors.IsAlreadyExists(err) {
 			d.event(f, corev1.EventTypeWarning, "FailedCreate", "create PersistentVolume %s for member %d failed: %v", pvName, ord, err)
 			return waiting("", "", "creating PersistentVolume %s failed", pvName), fmt.Errorf("creating PersistentVolume %s: %w", pvName, err)
 		}
 		logger.V(2).Info("Created member volume", "persistentVolume", pvName, "node", m.Node)
 		d.event(f, corev1.EventTypeNormal, "SuccessfulCreate", "created PersistentVolume %s for member %d on node %s (%s)",
 			pvName, ord, m.Node, MemberDataDir(d.dataRoot, f))
-		// The cache brings the volume back; the claim follows.
-		return waiting(pvName, "", "member %d: PersistentVolume %s created", ord, pvName), nil
-	case err != nil:
+		// Read again: when the cache is behind, the volume's event brings
+		// the next sync.
+		if pv, err = d.data.GetVolume(pvName); err != nil {
+			return waiting(pvName, "", "member %d: PersistentVolume %s created", ord, pvName), nil
+		}
+	} else if err != nil {
 		return dataState{}, err
 	}
 	if why := volumeConflict(f, ord, pv); why != "" {
@@ -108,26 +127,24 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 	if pv.DeletionTimestamp != nil {
 		return waiting(pvName, "", "member %d waits for its old PersistentVolume %s to be deleted", ord, pvName), nil
 	}
+	if pv.Annotations[AnnotationRemoved] == "true" {
+		// Scaled back up while its data was being removed: the directory
+		// is gone, so are the volume and claim, and fresh ones are made.
+		return d.replaceVolume(ctx, f, m, pv, "its data directory was removed")
+	}
 	if node != nil && !volumeOnNode(pv, NodeHostname(node)) {
-		// The member was reassigned to another node: its old volume (and
-		// claim) go, a fresh one is made on the new node.
-		return d.replaceVolume(ctx, f, m, pv)
+		// The member is recorded on another node than its volume's:
+		// reassigned off a lost node, or placed while its volume's node
+		// was gone (placement keeps a member whose volume's node exists
+		// for that node). Its old volume and claim go, fresh ones are made
+		// on its node; the old directory stays on the old node.
+		return d.replaceVolume(ctx, f, m, pv, "it is on node "+m.Node+", not on its volume's node")
 	}
 
-	claim, err := d.data.GetClaim(f.Namespace, claimName)
-	switch {
-	case apierrors.IsNotFound(err):
-		st, err := d.ensureClaim(ctx, f, ord, pvName)
+	st, claim, err := d.ensureClaim(ctx, f, ord, pvName)
+	if claim == nil || err != nil {
 		st.volume = pvName
 		return st, err
-	case err != nil:
-		return dataState{}, err
-	}
-	if why := claimConflict(f, ord, claim); why != "" {
-		return conflicting(ord, why), nil
-	}
-	if claim.DeletionTimestamp != nil {
-		return waiting(pvName, claimName, "member %d waits for its old claim %s to be deleted", ord, claimName), nil
 	}
 	if ref := pv.Spec.ClaimRef; ref != nil && ref.UID != "" && ref.UID != claim.UID {
 		// A retained volume whose claim was deleted and made again: it is
@@ -148,31 +165,33 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 }
 
 // ensureClaim creates member ord's claim when it is absent (asking for
-// volume, for node-local data) and checks it otherwise.
-func (d *dataSyncer) ensureClaim(ctx context.Context, f *v1alpha1.Flock, ord int32, volume string) (dataState, error) {
+// volume, for node-local data) and checks it otherwise. It returns the
+// claim when it is there and the member's (with a ready state: a claim
+// from a template is provisioned when the member's pod is scheduled, or at
+// once), and nil with why not.
+func (d *dataSyncer) ensureClaim(ctx context.Context, f *v1alpha1.Flock, ord int32, volume string) (dataState, *corev1.PersistentVolumeClaim, error) {
 	name := ClaimName(f, ord)
 	claim, err := d.data.GetClaim(f.Namespace, name)
-	switch {
-	case apierrors.IsNotFound(err):
+	if apierrors.IsNotFound(err) {
 		if err := d.data.CreateClaim(ctx, NewMemberClaim(f, ord, volume)); err != nil && !apierrors.IsAlreadyExists(err) {
 			d.event(f, corev1.EventTypeWarning, "FailedCreate", "create PersistentVolumeClaim %s for member %d failed: %v", name, ord, err)
-			return waiting(volume, "", "creating claim %s failed", name), fmt.Errorf("creating claim %s/%s: %w", f.Namespace, name, err)
+			return waiting(volume, "", "creating claim %s failed", name), nil, fmt.Errorf("creating claim %s/%s: %w", f.Namespace, name, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Created member claim", "claim", klog.KRef(f.Namespace, name), "volume", volume)
 		d.event(f, corev1.EventTypeNormal, "SuccessfulCreate", "created PersistentVolumeClaim %s for member %d", name, ord)
-		return waiting(volume, name, "member %d: claim %s created", ord, name), nil
-	case err != nil:
-		return dataState{}, err
+		if claim, err = d.data.GetClaim(f.Namespace, name); err != nil {
+			return waiting(volume, name, "member %d: claim %s created", ord, name), nil, nil
+		}
+	} else if err != nil {
+		return dataState{}, nil, err
 	}
 	if why := claimConflict(f, ord, claim); why != "" {
-		return conflicting(ord, why), nil
+		return conflicting(ord, why), nil, nil
 	}
 	if claim.DeletionTimestamp != nil {
-		return waiting(volume, name, "member %d waits for its old claim %s to be deleted", ord, name), nil
+		return waiting(volume, name, "member %d waits for its old claim %s to be deleted", ord, name), nil, nil
 	}
-	// A claim from a template is provisioned when the member's pod is
-	// scheduled (WaitForFirstConsumer) or at once: the pod may be created.
-	return dataState{ready: true, volume: claim.Spec.VolumeName, claim: name}, nil
+	return dataState{ready: true, volume: claim.Spec.VolumeName, claim: name}, claim, nil
 }
 
 // volumeOnNode reports whether pv's node affinity names hostname.
@@ -191,10 +210,11 @@ func volumeOnNode(pv *corev1.PersistentVolume, hostname string) bool {
 	return false
 }
 
-// replaceVolume deletes member m's claim and its PersistentVolume on a node
-// the member left (memberRecovery Reassign), so that fresh ones are made on
-// its new node. The old directory stays on the old node.
-func (d *dataSyncer) replaceVolume(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, pv *corev1.PersistentVolume) (dataState, error) {
+// replaceVolume deletes member m's claim and its PersistentVolume (why says
+// why), so that fresh ones are made: after a reassignment off a lost node,
+// or when the directory was removed. An old directory on a lost node stays
+// there.
+func (d *dataSyncer) replaceVolume(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, pv *corev1.PersistentVolume, why string) (dataState, error) {
 	claimName := ClaimName(f, m.Ordinal)
 	claim, err := d.data.GetClaim(f.Namespace, claimName)
 	if err == nil && claimConflict(f, m.Ordinal, claim) == "" && claim.DeletionTimestamp == nil {
@@ -208,8 +228,8 @@ func (d *dataSyncer) replaceVolume(ctx context.Context, f *v1alpha1.Flock, m v1a
 		return dataState{}, fmt.Errorf("deleting PersistentVolume %s: %w", pv.Name, err)
 	}
 	d.event(f, corev1.EventTypeNormal, "VolumeReplaced",
-		"member %d moved to node %s: its PersistentVolume %s and claim %s on the old node are deleted and made again there", m.Ordinal, m.Node, pv.Name, claimName)
-	return waiting("", "", "member %d moved to node %s: its volume is made again there", m.Ordinal, m.Node), nil
+		"member %d: %s, so its PersistentVolume %s and claim %s are deleted and made again on node %s", m.Ordinal, why, pv.Name, claimName, m.Node)
+	return waiting("", "", "member %d: %s; its volume is made again on node %s", m.Ordinal, why, m.Node), nil
 }
 
 // prepare runs the helper that gives member m's directory its owner and
@@ -253,14 +273,18 @@ func (d *dataSyncer) runHelper(ctx context.Context, f *v1alpha1.Flock, m v1alpha
 			return false, dataState{}, fmt.Errorf("creating helper pod %s/%s: %w", d.helperNamespace, name, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Created helper pod", "pod", klog.KRef(d.helperNamespace, name), "job", job, "node", m.Node)
-		return false, dataState{}, nil
+		if h, err = d.pods.GetPod(d.helperNamespace, name); err != nil {
+			return false, dataState{}, nil // its events bring the next sync
+		}
 	case err != nil:
 		return false, dataState{}, err
 	}
 	if ord, ok := helperOrdinal(f.UID, h); !ok || ord != m.Ordinal || h.Spec.NodeName != m.Node {
-		// Not this member's helper on its node (an earlier assignment).
-		if isTerminating(h) {
-			return false, dataState{}, nil
+		// Not this member's helper on its node: one left from an earlier
+		// assignment, whose node may be gone, so it goes at once when it
+		// has finished or is already being deleted.
+		if isTerminal(h) || isTerminating(h) {
+			return false, dataState{}, d.pods.ForceDeletePod(ctx, h)
 		}
 		return false, dataState{}, d.pods.DeletePod(ctx, h)
 	}
@@ -299,7 +323,7 @@ func (d *dataSyncer) deleteHelpers(ctx context.Context, f *v1alpha1.Flock, ordin
 		if ord, ok := helperOrdinal(f.UID, h); !ok || (ordinal >= 0 && ord != ordinal) || isTerminating(h) {
 			continue
 		}
-		if err := d.pods.DeletePod(ctx, h); err != nil {
+		if err := d.deleteHelper(ctx, h); err != nil {
 			errs = append(errs, fmt.Errorf("deleting helper pod %s/%s: %w", h.Namespace, h.Name, err))
 		}
 	}
@@ -391,4 +415,33 @@ func (d *dataSyncer) remove(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 		return removeState{message: fmt.Sprintf("waiting for PersistentVolume %s to be deleted", pvName)}, nil
 	}
 	return removeState{done: true}, d.deleteHelpers(ctx, f, ord, "")
+}
+
+// sweepHelpers deletes the helper pods of Flock f (by UID) that keep says
+// no step needs (by job and ordinal).
+func (d *dataSyncer) sweepHelpers(ctx context.Context, f *v1alpha1.Flock, keep func(job string, ordinal int32) bool) error {
+	helpers, err := d.pods.ListPods(d.helperNamespace, labels.SelectorFromSet(labels.Set{LabelFlockUID: string(f.UID)}))
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, h := range helpers {
+		ord, ok := helperOrdinal(f.UID, h)
+		if !ok || isTerminating(h) || keep(h.Labels[LabelHelper], ord) {
+			continue
+		}
+		if err := d.deleteHelper(ctx, h); err != nil {
+			errs = append(errs, fmt.Errorf("deleting helper pod %s/%s: %w", h.Namespace, h.Name, err))
+		}
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// deleteHelper deletes a helper pod; one that has finished goes at once
+// (no process is left to stop, and its node may be gone).
+func (d *dataSyncer) deleteHelper(ctx context.Context, h *corev1.Pod) error {
+	if isTerminal(h) {
+		return d.pods.ForceDeletePod(ctx, h)
+	}
+	return d.pods.DeletePod(ctx, h)
 }

@@ -165,18 +165,16 @@ func TestEnsureNodeLocalData(t *testing.T) {
 	m := v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}
 	pvName := PersistentVolumeName(fl.UID, 1)
 
+	// One sync makes the volume, the claim and the helper (the fake's
+	// cache is never behind), then waits for the helper.
 	st := d.ensure(fl, m)
-	if st.ready || st.blocked == nil || st.blocked.Reason != ReasonDataPreparing || len(d.data.volumes) != 1 || len(d.data.claims) != 0 {
-		t.Fatalf("after sync 1: %+v, %d volumes, %d claims", st, len(d.data.volumes), len(d.data.claims))
-	}
-	st = d.ensure(fl, m)
-	if st.ready || len(d.data.claims) != 1 || d.data.claims[testNamespace+"/data-pg-1"].Spec.VolumeName != pvName {
-		t.Fatalf("after sync 2: %+v, claims %v", st, d.data.claims)
-	}
-	st = d.ensure(fl, m)
 	helpers, _ := d.pods.ListPods("flock-system", labels.Everything())
-	if st.ready || len(helpers) != 1 || helpers[0].Labels[LabelHelper] != HelperPrepare || helpers[0].Spec.NodeName != "n-b" {
-		t.Fatalf("after sync 3: %+v, helpers %d", st, len(helpers))
+	if st.ready || st.blocked == nil || st.blocked.Reason != ReasonDataPreparing || len(d.data.volumes) != 1 || len(d.data.claims) != 1 ||
+		d.data.claims[testNamespace+"/data-pg-1"].Spec.VolumeName != pvName {
+		t.Fatalf("after sync 1: %+v, volumes %v, claims %v", st, d.data.volumes, d.data.claims)
+	}
+	if len(helpers) != 1 || helpers[0].Labels[LabelHelper] != HelperPrepare || helpers[0].Spec.NodeName != "n-b" {
+		t.Fatalf("helpers %d", len(helpers))
 	}
 	if !strings.Contains(st.blocked.Message, "to be prepared") {
 		t.Errorf("message %q", st.blocked.Message)
@@ -272,18 +270,18 @@ func TestEnsureRebindsAndReplaces(t *testing.T) {
 	pv.Annotations = map[string]string{AnnotationPrepared: "true"}
 	pv.Spec.ClaimRef.UID = "old-claim"
 	d.data.volumes[pvName] = pv
-	if st := d.ensure(fl, m); st.ready {
-		t.Fatalf("ready without a claim: %+v", st)
-	}
-	if st := d.ensure(fl, m); !st.ready || d.data.volumes[pvName].Spec.ClaimRef.UID != "" {
+	if st := d.ensure(fl, m); !st.ready || d.data.volumes[pvName].Spec.ClaimRef.UID != "" || !hasDataEvent(d.events, "VolumeReleased", "new claim data-pg-0") {
 		t.Errorf("state %+v, claimRef %+v", st, d.data.volumes[pvName].Spec.ClaimRef)
 	}
 
-	// Member 0 moved to n-z.
+	// Member 0 recorded on n-z (reassigned): the volume is made again there.
 	moved := v1alpha1.FlockMember{Ordinal: 0, Node: "n-z"}
 	st := d.ensure(fl, moved)
 	if st.ready || len(d.data.volumes) != 0 || len(d.data.claims) != 0 {
 		t.Fatalf("after the move: %+v, volumes %v, claims %v", st, d.data.volumes, d.data.claims)
+	}
+	if !hasDataEvent(d.events, "VolumeReplaced", "it is on node n-z, not on its volume's node") {
+		t.Errorf("events %v", d.events)
 	}
 	d.ensure(fl, moved)
 	if !volumeOnNode(d.data.volumes[pvName], "n-z") || d.data.volumes[pvName].Annotations[AnnotationPrepared] != "" {

@@ -20,13 +20,17 @@ type Options struct {
 	// (default "cluster.local").
 	ClusterDomain string
 	// DataRoot is the absolute host directory under which members' data
-	// directories are made: <DataRoot>/<namespace>/<flock> (default
+	// directories are made: <DataRoot>/<namespace>/<flock>-<uid8> (default
 	// "/var/lib/flock").
 	DataRoot string
-	// CleanupImage is the image of the helper pod that removes a member's
-	// data directory under the Delete retention policy (default
-	// "busybox:1.36"). It needs sh and rm.
+	// CleanupImage is the image of the helper pods that prepare a member's
+	// data directory (owner and mode) and remove it under the Delete
+	// retention policy (default "busybox:1.36"; pin it by digest). It needs
+	// sh, chmod, chown and rm.
 	CleanupImage string
+	// HelperNamespace is the namespace of the helper pods: the server's own
+	// (default "flock-system"). It must allow hostPath volumes.
+	HelperNamespace string
 	// RolloutHaltAfter is how long a pod of a rolling update's new revision
 	// may stay not Ready before the rollout is reported halted (condition
 	// Progressing False, reason RolloutHalted, and an event); a pod whose
@@ -55,6 +59,9 @@ func (o Options) Complete() (Options, error) {
 	if o.RolloutHaltAfter <= 0 {
 		o.RolloutHaltAfter = DefaultRolloutHaltAfter
 	}
+	if o.HelperNamespace == "" {
+		o.HelperNamespace = DefaultHelperNamespace
+	}
 	return o, o.Validate()
 }
 
@@ -71,6 +78,9 @@ func (o Options) Validate() error {
 	}
 	if o.CleanupImage == "" {
 		errs = append(errs, fmt.Errorf("--helper-image is required"))
+	}
+	if msgs := validation.IsDNS1123Label(o.HelperNamespace); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--helper-namespace %q: %s", o.HelperNamespace, strings.Join(msgs, "; ")))
 	}
 	if o.RolloutHaltAfter <= 0 {
 		errs = append(errs, fmt.Errorf("--rollout-halt-after must be positive, got %s", o.RolloutHaltAfter))

@@ -19,7 +19,7 @@ func TestPlanMember(t *testing.T) {
 	pg := newFlock("pg", 2)
 	plan := newUpdatePlan(pg, nil, Revision(&pg.Spec.Template), "", nil)
 	member := func(mutate func(*corev1.Pod)) *corev1.Pod {
-		pod := NewMemberPod(pg, v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}, plan.Update, DefaultDataRoot)
+		pod := NewMemberPod(pg, v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}, plan.Update)
 		pod.Spec.NodeName = "n-b"
 		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
 			Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(decisionNow.Add(-time.Hour)),
@@ -45,8 +45,6 @@ func TestPlanMember(t *testing.T) {
 			want: memberAction{kind: memberCreate, wait: true, template: &pg.Spec.Template, revision: plan.Update}},
 		{name: "no pod, its name taken: wait", members: both, nodes: testNodes("n-a", "n-b"),
 			mutate: func(s *snapshot) { s.nameTaken[1] = true }, want: memberAction{kind: memberKeep, wait: true}},
-		{name: "no pod, its data being removed: wait", members: both, nodes: testNodes("n-a", "n-b"),
-			mutate: func(s *snapshot) { s.helpers[1] = &corev1.Pod{} }, want: memberAction{kind: memberKeep, wait: true}},
 		{name: "healthy and available: go on", members: both, nodes: testNodes("n-a", "n-b"),
 			mutate: func(s *snapshot) { s.pods[1] = member(nil) }, want: memberAction{kind: memberKeep}},
 		{name: "not Ready yet: wait", members: both, nodes: testNodes("n-a", "n-b"),
@@ -94,7 +92,7 @@ func TestPlanRollingUpdate(t *testing.T) {
 	nodes := []string{"n-a", "n-b", "n-c"}
 	members := map[int32]string{0: "n-a", 1: "n-b", 2: "n-c"}
 	old := func(ord int32, mutate ...func(*corev1.Pod)) *corev1.Pod {
-		pod := NewMemberPod(pg, v1alpha1.FlockMember{Ordinal: ord, Node: nodes[ord]}, "old", DefaultDataRoot)
+		pod := NewMemberPod(pg, v1alpha1.FlockMember{Ordinal: ord, Node: nodes[ord]}, "old")
 		pod.Spec.NodeName = nodes[ord]
 		pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{
 			Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(decisionNow.Add(-time.Hour)),

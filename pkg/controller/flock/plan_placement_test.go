@@ -38,6 +38,22 @@ func TestPlanPlacement(t *testing.T) {
 			want: map[int32]string{0: "n-c", 1: "n-a", 2: "n-b"}},
 		{name: "too few nodes: the rest is unplaced", flock: pg, nodes: testNodes("n-a", "n-b"),
 			want: map[int32]string{0: "n-a", 1: "n-b"}, unplaced: []int32{2}},
+		{name: "a retained volume brings its member back to its node", flock: one, nodes: testNodes("n-a", "n-b", "n-c"),
+			mutate: func(s *snapshot) {
+				s.volumes[0] = NewMemberVolume(one, v1alpha1.FlockMember{Ordinal: 0, Node: "n-c"}, "n-c", "/d")
+			},
+			want: map[int32]string{0: "n-c"}},
+		{name: "a retained volume on a cordoned node holds its member back", flock: one,
+			nodes: []*corev1.Node{newNode("n-a"), func() *corev1.Node { n := newNode("n-c"); n.Spec.Unschedulable = true; return n }()},
+			mutate: func(s *snapshot) {
+				s.volumes[0] = NewMemberVolume(one, v1alpha1.FlockMember{Ordinal: 0, Node: "n-c"}, "n-c", "/d")
+			},
+			want: map[int32]string{}},
+		{name: "a retained volume on a gone node does not hold its member", flock: one, nodes: testNodes("n-a"),
+			mutate: func(s *snapshot) {
+				s.volumes[0] = NewMemberVolume(one, v1alpha1.FlockMember{Ordinal: 0, Node: "n-z"}, "n-z", "/d")
+			},
+			want: map[int32]string{0: "n-a"}},
 		{name: "least used across Flocks first", flock: one, nodes: testNodes("n-a", "n-b", "n-c"),
 			mutate: func(s *snapshot) { s.otherUsage = map[string]int{"n-a": 2, "n-b": 1} },
 			want:   map[int32]string{0: "n-c"}},
@@ -93,7 +109,7 @@ func TestAdoptable(t *testing.T) {
 	pg := newFlock("pg", 2)
 	app := map[string]string{"app": "pg"}
 	otherVolume := withDataVolume(pg, testPod(pg, 1, "n-b", false, app))
-	otherVolume.Spec.Volumes[len(otherVolume.Spec.Volumes)-1].HostPath.Path = "/elsewhere"
+	otherVolume.Spec.Volumes[len(otherVolume.Spec.Volumes)-1].PersistentVolumeClaim.ClaimName = "elsewhere"
 	for _, tc := range []struct {
 		name    string
 		members map[int32]string

@@ -92,8 +92,10 @@ func labelsMatch(f *v1alpha1.Flock, ordinal int32, pod *corev1.Pod) bool {
 
 // identityMismatch says why pod cannot be member m of Flock f ("" when it
 // can): it must be pinned to m.Node, carry the member's hostname and
-// subdomain, and mount a hostPath volume named storage.volumeName. These
-// fields cannot change on a pod, so a mismatching pod has to be replaced.
+// subdomain, and mount the member's claim as the volume storage.volumeName.
+// These fields cannot change on a pod, so a mismatching pod has to be
+// replaced (a pod made by an earlier version, with a hostPath data volume,
+// too).
 func identityMismatch(f *v1alpha1.Flock, m v1alpha1.FlockMember, pod *corev1.Pod) string {
 	if node := PinnedNode(pod); node != m.Node {
 		if node == "" {
@@ -105,9 +107,11 @@ func identityMismatch(f *v1alpha1.Flock, m v1alpha1.FlockMember, pod *corev1.Pod
 		return fmt.Sprintf("pod %s has hostname %q and subdomain %q, want %q and %q",
 			pod.Name, pod.Spec.Hostname, pod.Spec.Subdomain, pod.Name, serviceNameOf(f))
 	}
-	volumeName := volumeNameOf(f)
-	if !slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == volumeName && v.HostPath != nil }) {
-		return fmt.Sprintf("pod %s has no hostPath volume %q", pod.Name, volumeName)
+	want := memberDataVolume(f, m.Ordinal)
+	if !slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool {
+		return v.Name == want.Name && v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == want.PersistentVolumeClaim.ClaimName
+	}) {
+		return fmt.Sprintf("pod %s does not mount claim %s as volume %q", pod.Name, want.PersistentVolumeClaim.ClaimName, want.Name)
 	}
 	return ""
 }

@@ -69,7 +69,12 @@ func TestRandomOperations(t *testing.T) {
 				f.createFlock(fl)
 			}
 			randomPod := func() *corev1.Pod {
-				pods := f.allPods()
+				var pods []*corev1.Pod
+				for _, p := range f.allPods() {
+					if p.Namespace == testNamespace {
+						pods = append(pods, p)
+					}
+				}
 				if len(pods) == 0 {
 					return nil
 				}
@@ -85,10 +90,14 @@ func TestRandomOperations(t *testing.T) {
 				case 17:
 					f.clock.Step(time.Duration(rng.IntN(20)) * time.Second)
 				case 18:
-					// A cleanup helper fails.
+					// A data helper fails.
 					for _, p := range f.allPods() {
-						if p.Labels[LabelCleanupOf] != "" && p.Status.Phase == corev1.PodRunning {
-							f.updatePod(p.Name, func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })
+						if p.Labels[LabelHelper] != "" && p.Status.Phase == corev1.PodRunning {
+							p = p.DeepCopy()
+							p.Status.Phase = corev1.PodFailed
+							if err := f.pods.Update(p); err != nil {
+								t.Fatal(err)
+							}
 							break
 						}
 					}
@@ -169,7 +178,7 @@ func TestRandomOperations(t *testing.T) {
 				f.finishTerminating()
 				// Failed helpers are retried after a delay: converged means
 				// nothing changes twice in a row, time passing in between.
-				f.clock.Step(cleanupRetryDelay)
+				f.clock.Step(helperRetryDelay)
 				if quiet = quiet + 1; f.snapshot() != before {
 					quiet = 0
 				}

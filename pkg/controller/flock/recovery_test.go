@@ -120,12 +120,11 @@ func TestReassignMovesMemberOffGoneNode(t *testing.T) {
 	f.settle("pg")
 	p := f.pod("pg-1")
 	if p == nil || p.Spec.NodeName != "n-d" || !isRunningAndReady(p) {
-		t.Fatalf("pg-1 = %+v", p)
+		t.Fatalf("pg-1 = %+v; ops %v", p, f.members.ops)
 	}
-	for _, v := range p.Spec.Volumes {
-		if v.Name == "data" && v.HostPath.Path != "/var/lib/flock/db/pg" {
-			t.Errorf("data volume = %+v", v)
-		}
+	// A fresh volume on the new node, for the same claim name.
+	if pv := f.data.volumes[PersistentVolumeName("flock-pg", 1)]; pv == nil || !volumeOnNode(pv, "n-d") {
+		t.Errorf("member 1's volume = %+v", pv)
 	}
 	note := "reassigned from node n-b (gone since " + formatTime(lostAt) + ") to node n-d at " +
 		formatTime(lostAt.Add(10*time.Second)) + "; its data directory there started empty"

@@ -25,8 +25,6 @@ type snapshot struct {
 	now time.Time
 	// selector is spec.selector, parsed (never empty).
 	selector labels.Selector
-	// dataRoot is Options.DataRoot.
-	dataRoot string
 	// candidates are the pods the Flock controls and the orphans its
 	// selector matches, from the cache (read-only).
 	candidates []*corev1.Pod
@@ -50,9 +48,9 @@ type snapshot struct {
 	// whose pod name is taken by a pod the Flock does not control (set by
 	// adopted).
 	nameTaken map[int32]bool
-	// helpers are the data-cleanup helper pods of ordinals below replicas
-	// without a pod of the Flock, by ordinal (set by adopted).
-	helpers map[int32]*corev1.Pod
+	// volumes are the node-local PersistentVolumes of the Flock's ordinals
+	// below replicas that exist and are theirs (retained ones included).
+	volumes map[int32]*corev1.PersistentVolume
 }
 
 // withFlock returns a copy of s for f as written by this sync.

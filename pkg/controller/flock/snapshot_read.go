@@ -20,7 +20,7 @@ func (fc *defaultFlockControl) takeSnapshot(f *v1alpha1.Flock, selector labels.S
 		return nil, err
 	}
 	s := &snapshot{
-		flock: f, now: now, selector: selector, candidates: pods, dataRoot: fc.opts.DataRoot,
+		flock: f, now: now, selector: selector, candidates: pods,
 		members:    membersByOrdinal(f.Status.Members),
 		nodeList:   nodeList,
 		nodes:      make(map[string]*corev1.Node, len(nodeList)),
@@ -39,6 +39,14 @@ func (fc *defaultFlockControl) takeSnapshot(f *v1alpha1.Flock, selector labels.S
 			s.lostSince[m.Node] = since
 		}
 	}
+	s.volumes = map[int32]*corev1.PersistentVolume{}
+	if !usesClaimTemplate(f) {
+		for ord := range replicasOf(f) {
+			if pv, err := fc.data.data.GetVolume(PersistentVolumeName(f.UID, ord)); err == nil && volumeConflict(f, ord, pv) == "" {
+				s.volumes[ord] = pv
+			}
+		}
+	}
 	flocks, _ := fc.flockLister.List(labels.Everything())
 	for _, g := range flocks {
 		if g.UID == f.UID {
@@ -54,20 +62,18 @@ func (fc *defaultFlockControl) takeSnapshot(f *v1alpha1.Flock, selector labels.S
 // adopted returns a copy of s with the pods the Flock owns after adoption
 // and release, and what stands in the way of creating the missing ones:
 // pod names taken by pods the Flock does not control (read after the
-// release, which may have just made one), and data-cleanup helpers.
+// release, which may have just made one). (Members' data is
+// dataSyncer.ensure's.)
 func (fc *defaultFlockControl) adopted(s *snapshot, owned []*corev1.Pod) *snapshot {
 	n := s.withPods(owned)
 	f := s.flock
-	n.nameTaken, n.helpers = map[int32]bool{}, map[int32]*corev1.Pod{}
+	n.nameTaken = map[int32]bool{}
 	for ord := range replicasOf(f) {
 		if n.pods[ord] != nil {
 			continue
 		}
 		if other, err := fc.members.GetPod(f.Namespace, PodName(f.Name, ord)); err == nil && !isControlledBy(other, f) {
 			n.nameTaken[ord] = true
-		}
-		if h, err := fc.members.GetPod(f.Namespace, CleanupPodName(f.Name, ord)); err == nil {
-			n.helpers[ord] = h
 		}
 	}
 	return n

@@ -31,11 +31,11 @@ func testSnapshot(t *testing.T, f *v1alpha1.Flock, members map[int32]string, nod
 		t.Fatal(err)
 	}
 	s := &snapshot{
-		flock: f, now: decisionNow, selector: sel, dataRoot: DefaultDataRoot,
+		flock: f, now: decisionNow, selector: sel,
 		members: membersByOrdinal(f.Status.Members), pods: map[int32]*corev1.Pod{},
 		nodeList: nodes, nodes: map[string]*corev1.Node{},
 		otherUsage: map[string]int{}, lostSince: map[string]time.Time{},
-		nameTaken: map[int32]bool{}, helpers: map[int32]*corev1.Pod{},
+		nameTaken: map[int32]bool{}, volumes: map[int32]*corev1.PersistentVolume{},
 	}
 	for _, n := range nodes {
 		s.nodes[n.Name] = n
@@ -70,7 +70,7 @@ func testPod(f *v1alpha1.Flock, ordinal int32, node string, owned bool, labels m
 // withDataVolume gives pod the data volume of its member of f.
 func withDataVolume(f *v1alpha1.Flock, pod *corev1.Pod) *corev1.Pod {
 	ord, _ := ParseOrdinal(f.Name, pod.Name)
-	member := NewMemberPod(f, v1alpha1.FlockMember{Ordinal: ord, Node: pod.Spec.NodeName}, "", DefaultDataRoot)
+	member := NewMemberPod(f, v1alpha1.FlockMember{Ordinal: ord, Node: pod.Spec.NodeName}, "")
 	pod.Spec.Volumes = member.Spec.Volumes
 	return pod
 }

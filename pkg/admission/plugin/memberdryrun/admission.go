@@ -165,10 +165,8 @@ func changesMemberPod(old, f *flock.Flock) bool {
 // MemberPod returns the pod the controller would create for member 0 of an
 // internal Flock (flockcontroller.NewMemberPod, with the revision label of
 // the current template), pinned to member 0's recorded or explicit node, or
-// to a placeholder node. Until member data is a claim, the managed hostPath
-// data volume is replaced by an emptyDir of the same name: a hostPath the
-// server chooses (under --data-root, never the user) is the one thing of the
-// pod Pod Security baseline would refuse.
+// to a placeholder node. It mounts the member's claim, as the real pod does
+// (a pod may name a claim that does not exist yet).
 func MemberPod(in *flock.Flock) (*corev1.Pod, error) {
 	f := &v1alpha1.Flock{}
 	if err := v1alpha1.Convert_flock_Flock_To_v1alpha1_Flock(in, f, nil); err != nil {
@@ -183,24 +181,7 @@ func MemberPod(in *flock.Flock) (*corev1.Pod, error) {
 			m.Node = rm.Node
 		}
 	}
-	pod := flockcontroller.NewMemberPod(f, m, flockcontroller.Revision(&f.Spec.Template), flockcontroller.DefaultDataRoot)
-	for i := range pod.Spec.Volumes {
-		if v := &pod.Spec.Volumes[i]; v.HostPath != nil && !hasTemplateVolume(&f.Spec.Template.Spec, v.Name) {
-			v.VolumeSource = corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}
-		}
-	}
-	return pod, nil
-}
-
-// hasTemplateVolume reports whether the template itself declares a volume
-// named name (the controller adds the data volume; the template never may).
-func hasTemplateVolume(spec *corev1.PodSpec, name string) bool {
-	for i := range spec.Volumes {
-		if spec.Volumes[i].Name == name {
-			return true
-		}
-	}
-	return false
+	return flockcontroller.NewMemberPod(f, m, flockcontroller.Revision(&f.Spec.Template)), nil
 }
 
 // cacheKey identifies a member pod by namespace and content, without the

@@ -161,8 +161,8 @@ func TestDryRunSendsTheControllersMemberPod(t *testing.T) {
 	if len(terms) != 1 || terms[0].MatchFields[0].Values[0] != "n-a" {
 		t.Errorf("node affinity %v, want member 0 pinned to n-a", terms)
 	}
-	if len(pod.Spec.Volumes) != 1 || pod.Spec.Volumes[0].Name != "data" || pod.Spec.Volumes[0].EmptyDir == nil || pod.Spec.Volumes[0].HostPath != nil {
-		t.Errorf("volumes %v, want the data volume as an emptyDir (hostPath left out until data is a claim)", pod.Spec.Volumes)
+	if v := pod.Spec.Volumes; len(v) != 1 || v[0].Name != "data" || v[0].PersistentVolumeClaim == nil || v[0].PersistentVolumeClaim.ClaimName != "data-web-0" || v[0].HostPath != nil {
+		t.Errorf("volumes %v, want the member's claim data-web-0 as volume data", pod.Spec.Volumes)
 	}
 }
 
