@@ -10,6 +10,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -376,8 +377,8 @@ func TestLifecycleDeleteRemovesData(t *testing.T) {
 			t.Errorf("member %d: pod deleted at event %d, helper added at %d, succeeded at %d; events:\n%s\nhelpers:\n%s", m.Ordinal, gone, added, succeeded, rec, helpers)
 			continue
 		}
-		if p := helperEvents[added].Pod; p.Spec.NodeName != m.Node || p.Spec.Volumes[0].HostPath == nil || p.Spec.Volumes[0].HostPath.Path != "/var/lib/flock/"+ns {
-			t.Errorf("%s on %s mounting %+v, want node %s and /var/lib/flock/%s", helper, p.Spec.NodeName, p.Spec.Volumes, m.Node, ns)
+		if p := helperEvents[added].Pod; p.Spec.NodeName != m.Node || p.Spec.Volumes[0].HostPath == nil || p.Spec.Volumes[0].HostPath.Path != filepath.Join(env.DataRoot(), ns) {
+			t.Errorf("%s on %s mounting %+v, want node %s and %s", helper, p.Spec.NodeName, p.Spec.Volumes, m.Node, filepath.Join(env.DataRoot(), ns))
 		}
 	}
 

@@ -11,6 +11,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -147,7 +148,7 @@ func stCheckMemberData(t *testing.T, f *flockv1alpha1.Flock) map[int32]*corev1.P
 		if host, want := stVolumeHost(pv), stNodeHostname(t, m.Node); host == "" || host != want {
 			t.Errorf("volume %s node affinity %+v, want exactly kubernetes.io/hostname=%s (node %s)", pv.Name, pv.Spec.NodeAffinity, want, m.Node)
 		}
-		wantDir := fmt.Sprintf("/var/lib/flock/%s/%s-%s", f.Namespace, f.Name, string(f.UID)[:8])
+		wantDir := filepath.Join(env.DataRoot(), f.Namespace, f.Name+"-"+string(f.UID)[:8])
 		if pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != wantDir || pv.Spec.HostPath.Type == nil ||
 			*pv.Spec.HostPath.Type != corev1.HostPathDirectoryOrCreate {
 			t.Errorf("volume %s source %+v, want hostPath %s DirectoryOrCreate", pv.Name, pv.Spec.PersistentVolumeSource, wantDir)
@@ -314,7 +315,7 @@ func TestStorageScaleRetainThenDelete(t *testing.T) {
 		if e.Type == watch.Added {
 			added = true
 			if p.Spec.NodeName != node2 || len(p.Spec.Volumes) != 1 || p.Spec.Volumes[0].HostPath == nil ||
-				p.Spec.Volumes[0].HostPath.Path != "/var/lib/flock/"+ns || p.Spec.SecurityContext == nil || p.Spec.SecurityContext.SeccompProfile == nil {
+				p.Spec.Volumes[0].HostPath.Path != filepath.Join(env.DataRoot(), ns) || p.Spec.SecurityContext == nil || p.Spec.SecurityContext.SeccompProfile == nil {
 				t.Errorf("cleanup helper on %s (want %s), volumes %+v, security %+v", p.Spec.NodeName, node2, p.Spec.Volumes, p.Spec.SecurityContext)
 			}
 		}
