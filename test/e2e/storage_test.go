@@ -75,6 +75,21 @@ func stRestrictedFlock(name, ns string, replicas int32) *flockv1alpha1.Flock {
 	return f
 }
 
+// stCreateFlock creates a Flock on freshly added nodes: while the node
+// lifecycle controller has not yet lifted the not-ready taint of a node that
+// is already Ready, the capacity check refuses it, so that refusal is
+// retried (bounded by lcTimeout).
+func stCreateFlock(t *testing.T, f *flockv1alpha1.Flock) {
+	t.Helper()
+	eventually(t, lcTimeout, "create Flock "+f.Namespace+"/"+f.Name, func(ctx context.Context) error {
+		_, err := env.Flock.FlockV1alpha1().Flocks(f.Namespace).Create(ctx, f, metav1.CreateOptions{})
+		if err != nil && !strings.Contains(err.Error(), "node.kubernetes.io/not-ready") {
+			t.Fatalf("create Flock %s/%s: %v", f.Namespace, f.Name, err)
+		}
+		return err
+	})
+}
+
 // stVolume reads a PersistentVolume.
 func stVolume(ctx context.Context, name string) (*corev1.PersistentVolume, error) {
 	return env.Kube.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
@@ -196,7 +211,7 @@ func TestStorageRestrictedNamespace(t *testing.T) {
 	ns := stRestrictedNamespace(t)
 	lcNodes(t, ns, 3)
 	const name = "pg"
-	createFlock(t, stRestrictedFlock(name, ns, 3))
+	stCreateFlock(t, stRestrictedFlock(name, ns, 3))
 	f := waitFlockAvailable(t, ns, name)
 	volumes := stCheckMemberData(t, f)
 	lcWaitEvent(t, ns, name, "DataPrepared", "owner 1000:1000, mode 770")
@@ -249,7 +264,7 @@ func TestStorageScaleRetainThenDelete(t *testing.T) {
 	ns := newNamespace(t)
 	lcNodes(t, ns, 4)
 	const name = "x"
-	createFlock(t, lcFlock(name, ns, 3))
+	stCreateFlock(t, lcFlock(name, ns, 3))
 	f := waitFlockAvailable(t, ns, name)
 	before := stCheckMemberData(t, f)
 	node2 := f.Status.Members[2].Node
@@ -342,7 +357,7 @@ func TestStorageRecreatedFlockGetsNewData(t *testing.T) {
 	ns := newNamespace(t)
 	lcNodes(t, ns, 2)
 	const name = "x"
-	createFlock(t, lcFlock(name, ns, 2))
+	stCreateFlock(t, lcFlock(name, ns, 2))
 	first := waitFlockAvailable(t, ns, name)
 	old := stCheckMemberData(t, first)
 	ctlDeleteFlock(t, ns, name, true)
@@ -357,7 +372,7 @@ func TestStorageRecreatedFlockGetsNewData(t *testing.T) {
 		return nil
 	})
 
-	createFlock(t, lcFlock(name, ns, 2))
+	stCreateFlock(t, lcFlock(name, ns, 2))
 	second := waitFlockAvailable(t, ns, name)
 	if second.UID == first.UID {
 		t.Fatal("same UID")
@@ -388,7 +403,7 @@ func TestStorageNamespaceDeletionRemovesData(t *testing.T) {
 	const name = "x"
 	f := lcFlock(name, ns, 2)
 	f.Spec.Storage.Retention.WhenDeleted = flockv1alpha1.DeleteRetentionPolicy
-	createFlock(t, f)
+	stCreateFlock(t, f)
 	f = waitFlockAvailable(t, ns, name)
 	volumes := stCheckMemberData(t, f)
 	rec := watchPods(t, stHelperNamespace, flockcontroller.LabelFlockUID+"="+string(f.UID))
@@ -522,7 +537,7 @@ func TestStorageClaimTemplate(t *testing.T) {
 		Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("2Gi")}},
 	}}
 	f.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
-	createFlock(t, f)
+	stCreateFlock(t, f)
 	f = waitFlockAvailable(t, ns, name)
 
 	check := func(f *flockv1alpha1.Flock) map[int32]*corev1.PersistentVolumeClaim {
