@@ -78,7 +78,8 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 	if err != nil {
 		return nil, err
 	}
-	kubeFactory := kubeinformers.NewSharedInformerFactory(kubeClient, controllerResync)
+	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, controllerResync,
+		kubeinformers.WithTransform(flockcontroller.CacheTransform))
 	broadcast := record.NewBroadcaster(record.WithContext(ctx))
 	recorder := broadcast.NewRecorder(flockscheme.Scheme, corev1.EventSource{Component: "flock-controller"})
 	c, err := flockcontroller.NewController(ctx, kubeClient, flockClient,

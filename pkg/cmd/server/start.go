@@ -24,6 +24,7 @@ import (
 	"flock.dev/flock/pkg/admission/flockinitializer"
 	"flock.dev/flock/pkg/apis/flock/validation"
 	"flock.dev/flock/pkg/apiserver"
+	flockcontroller "flock.dev/flock/pkg/controller/flock"
 	"flock.dev/flock/pkg/etcd"
 	"flock.dev/flock/pkg/generated/clientset/versioned"
 	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
@@ -94,7 +95,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		flockInformers = flockinformers.NewSharedInformerFactory(client, 0)
+		flockInformers = newFlockInformers(client)
 		if controllerConfig, err = o.controllerClientConfig(c.ClientConfig); err != nil {
 			return nil, err
 		}
@@ -119,7 +120,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		flockInformers = flockinformers.NewSharedInformerFactory(client, 0)
+		flockInformers = newFlockInformers(client)
 	}
 	return &apiserver.Config{
 		GenericConfig: cfg,
@@ -227,4 +228,12 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	return member.Err()
+}
+
+// newFlockInformers returns the informer factory on flock-apiserver itself
+// (shared by admission and the controller); its caches hold no
+// managedFields.
+func newFlockInformers(client versioned.Interface) flockinformers.SharedInformerFactory {
+	return flockinformers.NewSharedInformerFactoryWithOptions(client, 0,
+		flockinformers.WithTransform(flockcontroller.TrimManagedFields))
 }

@@ -703,7 +703,7 @@ func TestInjectedErrors(t *testing.T) {
 
 	// A failing label fix on an adopted pod is an error and is retried.
 	f.updatePod("pg-1", func(p *corev1.Pod) { delete(p.Labels, v1alpha1.LabelPodName) })
-	f.members.failNext("UpdatePod", 1, apierrors.NewConflict(podResource, "pg-1", errors.New("stale")))
+	f.members.failNext("PatchPod", 1, apierrors.NewConflict(podResource, "pg-1", errors.New("stale")))
 	if err := f.sync("pg"); err == nil {
 		t.Fatal("no error from a failing pod update")
 	}

@@ -6,7 +6,6 @@ package flock
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -238,12 +237,9 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord 
 		changed[ord] = true
 		return a.wait, fc.deletePod(ctx, f, pod, a.why, a.force)
 	case memberRelabel:
-		upd := pod.DeepCopy()
-		if upd.Labels == nil {
-			upd.Labels = map[string]string{}
-		}
-		maps.Copy(upd.Labels, memberLabels(f, ord))
-		if err := fc.members.UpdatePod(ctx, upd); err != nil {
+		// A patch, not an update: the cached copy of a pod that was adopted
+		// in this sync holds only what the controller reads (TrimPod).
+		if err := fc.members.PatchPod(ctx, pod.Namespace, pod.Name, labelsPatch(memberLabels(f, ord), pod.UID)); err != nil {
 			return true, fmt.Errorf("labelling pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 	}

@@ -151,3 +151,17 @@ func releasePatch(owner, uid types.UID) []byte {
 	data, _ := json.Marshal(p)
 	return data
 }
+
+// labelsPatch sets labels on the object with the given UID (the patch fails
+// if the object was replaced by a new one of the same name).
+func labelsPatch(labels map[string]string, uid types.UID) []byte {
+	var p struct {
+		Metadata struct {
+			Labels map[string]string `json:"labels"`
+			UID    types.UID         `json:"uid"`
+		} `json:"metadata"`
+	}
+	p.Metadata.Labels, p.Metadata.UID = labels, uid
+	b, _ := json.Marshal(&p)
+	return b
+}

@@ -29,6 +29,7 @@ import (
 	"flock.dev/flock/pkg/admission/admissionerrors"
 	"flock.dev/flock/pkg/admission/flockinitializer"
 	"flock.dev/flock/pkg/apis/flock"
+	flockcontroller "flock.dev/flock/pkg/controller/flock"
 	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
 	flocklisters "flock.dev/flock/pkg/generated/listers/flock/v1alpha1"
 	"flock.dev/flock/pkg/placement"
@@ -78,6 +79,10 @@ func New() *Plugin {
 // informers (and registers the Node informer with the factory).
 func (p *Plugin) SetKubeInformerFactory(f kubeinformers.SharedInformerFactory) {
 	nodes := f.Core().V1().Nodes()
+	// The factory has not started: the node cache can still be trimmed.
+	if err := nodes.Informer().SetTransform(flockcontroller.TrimNode); err != nil {
+		klog.TODO().V(2).Info("Node cache kept untrimmed", "plugin", PluginName, "err", err)
+	}
 	p.nodes = newNodeSnapshot(nodes.Lister())
 	p.nodesSynced = nodes.Informer().HasSynced
 	if err := p.nodes.track(nodes.Informer()); err != nil {

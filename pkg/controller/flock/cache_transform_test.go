@@ -1,0 +1,143 @@
+// File cache_transform_test.go: the informer transforms drop what the
+// controller does not read and keep everything it does.
+
+package flock
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+)
+
+const testDataRoot = "/var/lib/flock"
+
+// cachedPod returns member m's pod as the API server returns it once it
+// runs: status, annotations and managedFields included.
+func cachedPod(f *v1alpha1.Flock, m v1alpha1.FlockMember, phase corev1.PodPhase, ready corev1.ConditionStatus) *corev1.Pod {
+	pod := NewMemberPod(f, m, "rev-1", testDataRoot)
+	pod.UID = "pod-uid"
+	pod.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"big":"blob"}`}
+	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}
+	pod.Spec.NodeName = m.Node
+	pod.Status = corev1.PodStatus{
+		Phase:      phase,
+		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}},
+		PodIP:      "10.0.0.7",
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "db", RestartCount: 3,
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}},
+	}
+	return pod
+}
+
+// orphanOf makes pod an orphan that the Flock's selector matches but that
+// carries none of the controller's labels (a pod the Flock may adopt).
+func orphanOf(pod *corev1.Pod) *corev1.Pod {
+	pod.OwnerReferences = nil
+	for _, l := range []string{v1alpha1.LabelFlockName, v1alpha1.LabelOrdinal, v1alpha1.LabelPodName} {
+		delete(pod.Labels, l)
+	}
+	return pod
+}
+
+func TestTrimPodKeepsWhatTheControllerReads(t *testing.T) {
+	f := newFlock("pg", 2)
+	m := v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}
+	selector, err := metav1.LabelSelectorAsSelector(f.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		pod   *corev1.Pod
+		slim  bool
+		phase corev1.PodPhase
+	}{
+		{name: "member pod", pod: cachedPod(f, m, corev1.PodRunning, corev1.ConditionTrue)},
+		{name: "adoptable orphan", pod: orphanOf(cachedPod(f, m, corev1.PodRunning, corev1.ConditionFalse)), slim: true},
+		{name: "failed orphan", pod: orphanOf(cachedPod(f, m, corev1.PodFailed, corev1.ConditionFalse)), slim: true},
+		{name: "orphan pinned by affinity", pod: func() *corev1.Pod {
+			p := orphanOf(cachedPod(f, m, corev1.PodPending, corev1.ConditionFalse))
+			p.Spec.NodeName = ""
+			return p
+		}(), slim: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			orig := tc.pod.DeepCopy()
+			out, err := TrimPod(tc.pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := out.(*corev1.Pod)
+			if got.ManagedFields != nil {
+				t.Errorf("managedFields kept: %v", got.ManagedFields)
+			}
+			if !tc.slim {
+				want := orig.DeepCopy()
+				want.ManagedFields = nil
+				if !equality.Semantic.DeepEqual(got, want) {
+					t.Errorf("a Flock's pod lost more than its managedFields:\ngot  %+v\nwant %+v", got, want)
+				}
+				return
+			}
+			if got.Annotations != nil || got.Spec.Containers != nil || got.Status.PodIP != "" {
+				t.Errorf("an unrelated pod kept annotations %v, containers %v or pod IP %q", got.Annotations, got.Spec.Containers, got.Status.PodIP)
+			}
+			// Everything the controller decides from a pod it does not
+			// control comes out the same.
+			checks := []struct {
+				what      string
+				got, want any
+			}{
+				{"name/namespace/uid", got.Namespace + "/" + got.Name + "/" + string(got.UID), orig.Namespace + "/" + orig.Name + "/" + string(orig.UID)},
+				{"selector match", selector.Matches(labels.Set(got.Labels)), selector.Matches(labels.Set(orig.Labels))},
+				{"controller", metav1.GetControllerOf(got), metav1.GetControllerOf(orig)},
+				{"pinned node", PinnedNode(got), PinnedNode(orig)},
+				{"data volume", hasMemberDataVolume(f, m, got, testDataRoot), hasMemberDataVolume(f, m, orig, testDataRoot)},
+				{"identity", identityMismatch(f, m, got), identityMismatch(f, m, orig)},
+				{"terminal", isTerminal(got), isTerminal(orig)},
+				{"terminating", isTerminating(got), isTerminating(orig)},
+				{"running and ready", isRunningAndReady(got), isRunningAndReady(orig)},
+				{"failure", podFailure(got), podFailure(orig)},
+				{"failure summary", podFailureSummary(got), podFailureSummary(orig)},
+			}
+			for _, c := range checks {
+				if !equality.Semantic.DeepEqual(c.got, c.want) {
+					t.Errorf("%s: trimmed %v, cached in full %v", c.what, c.got, c.want)
+				}
+			}
+			if !hasMemberDataVolume(f, m, got, testDataRoot) {
+				t.Errorf("the trimmed orphan is no longer recognised as holding member %d's data", m.Ordinal)
+			}
+		})
+	}
+}
+
+func TestTrimNodeAndManagedFields(t *testing.T) {
+	node := newNode("n-a")
+	node.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+	node.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}
+	node.Spec.Unschedulable = true
+	node.Status.Allocatable = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110")}
+	node.Status.Images = []corev1.ContainerImage{{Names: []string{"registry/image:tag"}, SizeBytes: 1 << 20}}
+	want := node.DeepCopy()
+	want.ManagedFields, want.Status.Images = nil, nil
+	out, _ := CacheTransform(node)
+	if got := out.(*corev1.Node); !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("trimmed node:\ngot  %+v\nwant %+v", got, want)
+	}
+
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "pg", Labels: map[string]string{"a": "b"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: FieldManager}}}, Spec: corev1.ServiceSpec{ClusterIP: "None"}}
+	wantSvc := svc.DeepCopy()
+	wantSvc.ManagedFields = nil
+	out, _ = CacheTransform(svc)
+	if got := out.(*corev1.Service); !equality.Semantic.DeepEqual(got, wantSvc) {
+		t.Errorf("trimmed Service:\ngot  %+v\nwant %+v", got, wantSvc)
+	}
+}
