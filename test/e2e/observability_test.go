@@ -28,8 +28,8 @@ func TestMetricsAndHealth(t *testing.T) {
 		if code != http.StatusOK {
 			t.Fatalf("/metrics: %d: %.300s", code, body)
 		}
-		if !strings.Contains(body, `flock_controller_members{`) || !strings.Contains(body, `namespace="`+ns+`"`) {
-			return fmt.Errorf("no flock_controller_members of namespace %s yet", ns)
+		if !regexp.MustCompile(`(?m)^flock_controller_members\{state="Ready"\} [1-9]`).MatchString(body) {
+			return fmt.Errorf("no Ready member in flock_controller_members yet")
 		}
 		return nil
 	})
@@ -37,13 +37,20 @@ func TestMetricsAndHealth(t *testing.T) {
 		`(?m)^apiserver_request_total\{.*resource="flocks".*\} \d+`,
 		`(?m)^flock_controller_syncs_total\{result="success"\} [1-9]\d*`,
 		`(?m)^flock_controller_sync_duration_seconds_count [1-9]\d*`,
-		`(?m)^flock_controller_members\{.*flock="metered".*namespace="` + ns + `".*\} 1`,
+		`(?m)^flock_controller_flocks [1-9]\d*`,
 		`(?m)^workqueue_adds_total\{name="flock"\} [1-9]\d*`,
 		`(?m)^workqueue_depth\{name="flock"\} \d+`,
+		`(?m)^workqueue_queue_duration_seconds_count\{name="flock"\} [1-9]\d*`,
+		`(?m)^workqueue_retries_total\{name="flock"\} \d+`,
 	} {
 		if !regexp.MustCompile(want).MatchString(body) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+
+	// Bounded cardinality: no series names a Flock or a namespace.
+	if m := regexp.MustCompile(`(?m)^flock_controller_\w+\{[^}]*(namespace|flock)=.*$`).FindString(body); m != "" {
+		t.Errorf("/metrics has a per-Flock series: %s", m)
 	}
 
 	for _, path := range []string{"/livez?verbose", "/readyz?verbose"} {

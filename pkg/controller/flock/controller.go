@@ -177,6 +177,7 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	for range workers {
 		wg.Go(func() { wait.UntilWithContext(ctx, c.worker, time.Second) })
 	}
+	wg.Go(func() { c.watchBacklog(ctx, workers) })
 	<-ctx.Done()
 }
 
@@ -221,7 +222,7 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	f, err := c.flockLister.Flocks(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		logger.V(2).Info("Flock has been deleted", "flock", klog.KRef(namespace, name))
-		deleteMemberMetrics(namespace, name)
+		deleteMemberMetrics(key)
 		return nil
 	}
 	if err != nil {
@@ -234,7 +235,7 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	}
 	result, err := c.control.Sync(ctx, f, pods, c.clock.Now())
 	if result.Members != nil {
-		setMemberMetrics(namespace, name, result.Members)
+		setMemberMetrics(key, result.Members)
 	}
 	if result.RequeueAfter > 0 {
 		c.queue.AddAfter(key, result.RequeueAfter)

@@ -1,4 +1,6 @@
-// File metrics.go: the controller's metrics (members by state).
+// File metrics.go: the controller's metrics, bounded in cardinality:
+// members by state summed over all Flocks, sync counts and durations, and
+// the workqueue's metrics. Per-Flock state is in each Flock's status.
 
 package flock
 
@@ -34,9 +36,20 @@ var (
 	membersByState = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Subsystem:      metricsSubsystem,
 		Name:           "members",
-		Help:           "Number of members (ordinals below spec.replicas) of each Flock, by state (Ready, NotReady, Missing, Blocked, Unplaced).",
+		Help:           "Number of members (ordinals below spec.replicas) of all Flocks together, by state (Ready, NotReady, Missing, Blocked, Unplaced).",
 		StabilityLevel: metrics.ALPHA,
-	}, []string{"namespace", "flock", "state"})
+	}, []string{"state"})
+
+	flocksTracked = metrics.NewGauge(&metrics.GaugeOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "flocks",
+		Help:           "Number of Flocks whose members the controller counts in flock_controller_members.",
+		StabilityLevel: metrics.ALPHA,
+	})
+
+	// totals holds each Flock's last member counts so that the
+	// flock_controller_members totals can be adjusted by difference.
+	totals = newMemberTotals()
 )
 
 var registerOnce sync.Once
@@ -45,20 +58,52 @@ var registerOnce sync.Once
 // registry, once per process.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(syncTotal, syncDuration, membersByState)
+		legacyregistry.MustRegister(syncTotal, syncDuration, membersByState, flocksTracked)
 	})
 }
 
-// setMemberMetrics publishes the member counts of one Flock.
-func setMemberMetrics(namespace, name string, states map[MemberState]int) {
-	for _, s := range AllMemberStates {
-		membersByState.WithLabelValues(namespace, name, string(s)).Set(float64(states[s]))
-	}
+// memberTotals sums member counts over Flocks. Its memory grows with the
+// number of Flocks; its series do not.
+type memberTotals struct {
+	mu     sync.Mutex
+	flocks map[string]map[MemberState]int
+	sum    map[MemberState]int
 }
 
-// deleteMemberMetrics removes the series of a Flock that is gone.
-func deleteMemberMetrics(namespace, name string) {
-	for _, s := range AllMemberStates {
-		membersByState.DeleteLabelValues(namespace, name, string(s))
+func newMemberTotals() *memberTotals {
+	return &memberTotals{flocks: map[string]map[MemberState]int{}, sum: map[MemberState]int{}}
+}
+
+// set records the member counts of the Flock with key (nil forgets it)
+// and publishes the new totals.
+func (t *memberTotals) set(key string, states map[MemberState]int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for s, n := range t.flocks[key] {
+		t.sum[s] -= n
 	}
+	if states == nil {
+		delete(t.flocks, key)
+	} else {
+		counts := make(map[MemberState]int, len(states))
+		for s, n := range states {
+			counts[s] = n
+			t.sum[s] += n
+		}
+		t.flocks[key] = counts
+	}
+	for _, s := range AllMemberStates {
+		membersByState.WithLabelValues(string(s)).Set(float64(t.sum[s]))
+	}
+	flocksTracked.Set(float64(len(t.flocks)))
+}
+
+// setMemberMetrics records the member counts of one Flock in the totals.
+func setMemberMetrics(key string, states map[MemberState]int) {
+	totals.set(key, states)
+}
+
+// deleteMemberMetrics removes a Flock that is gone from the totals.
+func deleteMemberMetrics(key string) {
+	totals.set(key, nil)
 }

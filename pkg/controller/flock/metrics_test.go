@@ -12,29 +12,40 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 )
 
-// memberGauges returns the flock_controller_members series of one Flock,
-// by state.
-func memberGauges(t *testing.T, namespace, name string) map[string]float64 {
+// memberGauges returns the flock_controller_members series, by state,
+// and flock_controller_flocks.
+func memberGauges(t *testing.T) (map[string]float64, float64) {
 	t.Helper()
 	families, err := legacyregistry.DefaultGatherer.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]float64{}
+	for _, s := range AllMemberStates {
+		out[string(s)] = 0 // a state without a series yet counts none
+	}
+	var flocks float64
 	for _, mf := range families {
-		if mf.GetName() != "flock_controller_members" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if !testutil.LabelsMatch(m, map[string]string{"namespace": namespace, "flock": name}) {
-				continue
-			}
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "state" {
-					out[l.GetValue()] = m.GetGauge().GetValue()
+		switch mf.GetName() {
+		case "flock_controller_flocks":
+			flocks = mf.GetMetric()[0].GetGauge().GetValue()
+		case "flock_controller_members":
+			for _, m := range mf.GetMetric() {
+				if len(m.GetLabel()) != 1 || m.GetLabel()[0].GetName() != "state" {
+					t.Fatalf("flock_controller_members has labels %v, want only state", m.GetLabel())
 				}
+				out[m.GetLabel()[0].GetValue()] = m.GetGauge().GetValue()
 			}
 		}
+	}
+	return out, flocks
+}
+
+// minus returns a - b by key.
+func minus(a, b map[string]float64) map[string]float64 {
+	out := maps.Clone(a)
+	for k, v := range b {
+		out[k] -= v
 	}
 	return out
 }
@@ -42,11 +53,16 @@ func memberGauges(t *testing.T, namespace, name string) map[string]float64 {
 func TestMemberMetrics(t *testing.T) {
 	registerMetrics()
 	f := newFixture(t, "n-a", "n-b")
+	// Other Flocks of the process count too: compare differences.
+	before, flocksBefore := memberGauges(t)
 	f.createFlock(newFlock("metrics", 3))
 	f.settle("metrics")
-	want := map[string]float64{"Ready": 2, "NotReady": 0, "Missing": 0, "Blocked": 0, "Unplaced": 1}
-	if got := memberGauges(t, testNamespace, "metrics"); !maps.Equal(got, want) {
-		t.Fatalf("members metric = %v, want %v", got, want)
+	after, flocksAfter := memberGauges(t)
+	if got, want := minus(after, before), map[string]float64{"Ready": 2, "NotReady": 0, "Missing": 0, "Blocked": 0, "Unplaced": 1}; !maps.Equal(got, want) {
+		t.Fatalf("members metric grew by %v, want %v", got, want)
+	}
+	if flocksAfter != flocksBefore+1 {
+		t.Errorf("flocks %v -> %v, want one more", flocksBefore, flocksAfter)
 	}
 	errorsBefore, _ := testutil.GetCounterMetricValue(syncTotal.WithLabelValues("error"))
 	f.members.failNext("DeletePod", 1, errors.New("injected"))
@@ -61,7 +77,8 @@ func TestMemberMetrics(t *testing.T) {
 	}
 	f.refreshFlocks()
 	f.mustSync("metrics")
-	if got := memberGauges(t, testNamespace, "metrics"); len(got) != 0 {
-		t.Fatalf("series left for a deleted Flock: %v", got)
+	gone, flocksGone := memberGauges(t)
+	if !maps.Equal(gone, before) || flocksGone != flocksBefore {
+		t.Fatalf("after the Flock is deleted: members %v, flocks %v; want them back to %v, %v", gone, flocksGone, before, flocksBefore)
 	}
 }
