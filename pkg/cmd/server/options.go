@@ -132,8 +132,8 @@ func NewOptions() *Options {
 		ClusterDomain: flockcontroller.DefaultClusterDomain,
 		Controllers:   []string{"*"},
 		Workers:       5,
-		KubeAPIQPS:    20,
-		KubeAPIBurst:  30,
+		KubeAPIQPS:    200,
+		KubeAPIBurst:  400,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1Duration(15 * time.Second),
