@@ -83,7 +83,7 @@ func isFlocksPod(pod *corev1.Pod) bool {
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && isFlockRef(ref) {
 		return true
 	}
-	for _, l := range []string{v1alpha1.LabelFlockName, LabelCleanupOf, LabelHelper} {
+	for _, l := range []string{v1alpha1.LabelFlockName, LabelHelper} {
 		if _, ok := pod.Labels[l]; ok {
 			return true
 		}

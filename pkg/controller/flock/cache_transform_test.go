@@ -15,12 +15,11 @@ import (
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
 
-const testDataRoot = "/var/lib/flock"
 
 // cachedPod returns member m's pod as the API server returns it once it
 // runs: status, annotations and managedFields included.
 func cachedPod(f *v1alpha1.Flock, m v1alpha1.FlockMember, phase corev1.PodPhase, ready corev1.ConditionStatus) *corev1.Pod {
-	pod := NewMemberPod(f, m, "rev-1", testDataRoot)
+	pod := NewMemberPod(f, m, "rev-1")
 	pod.UID = "pod-uid"
 	pod.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"big":"blob"}`}
 	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}
@@ -98,7 +97,7 @@ func TestTrimPodKeepsWhatTheControllerReads(t *testing.T) {
 				{"selector match", selector.Matches(labels.Set(got.Labels)), selector.Matches(labels.Set(orig.Labels))},
 				{"controller", metav1.GetControllerOf(got), metav1.GetControllerOf(orig)},
 				{"pinned node", PinnedNode(got), PinnedNode(orig)},
-				{"data volume", hasMemberDataVolume(f, m, got, testDataRoot), hasMemberDataVolume(f, m, orig, testDataRoot)},
+				{"data volume", hasMemberDataVolume(f, m, got), hasMemberDataVolume(f, m, orig)},
 				{"identity", identityMismatch(f, m, got), identityMismatch(f, m, orig)},
 				{"terminal", isTerminal(got), isTerminal(orig)},
 				{"terminating", isTerminating(got), isTerminating(orig)},
@@ -111,7 +110,7 @@ func TestTrimPodKeepsWhatTheControllerReads(t *testing.T) {
 					t.Errorf("%s: trimmed %v, cached in full %v", c.what, c.got, c.want)
 				}
 			}
-			if !hasMemberDataVolume(f, m, got, testDataRoot) {
+			if !hasMemberDataVolume(f, m, got) {
 				t.Errorf("the trimmed orphan is no longer recognised as holding member %d's data", m.Ordinal)
 			}
 		})
