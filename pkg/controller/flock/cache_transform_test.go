@@ -15,7 +15,6 @@ import (
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
 
-
 // cachedPod returns member m's pod as the API server returns it once it
 // runs: status, annotations and managedFields included.
 func cachedPod(f *v1alpha1.Flock, m v1alpha1.FlockMember, phase corev1.PodPhase, ready corev1.ConditionStatus) *corev1.Pod {
