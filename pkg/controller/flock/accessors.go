@@ -179,3 +179,9 @@ func reassignNote(message string) string {
 func formatTime(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
+
+// isControlledBy reports whether obj's controller is the Flock f (by UID).
+func isControlledBy(obj metav1.Object, f *v1alpha1.Flock) bool {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	return ref != nil && ref.UID == f.UID
+}

@@ -14,9 +14,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/pkg/generated/clientset/versioned"
+	flocklisters "flock.dev/flock/pkg/generated/listers/flock/v1alpha1"
 )
 
 // Sync reconciles one Flock: the data-cleanup finalizer, placement (member
@@ -202,4 +206,26 @@ func (fc *defaultFlockControl) canAdopt(f *v1alpha1.Flock) func(ctx context.Cont
 		}
 		return nil
 	}
+}
+
+// NewDefaultFlockControl returns the FlockControl of the controller.
+// data makes members' PersistentVolumes and claims (helper pods go through
+// members, in opts.HelperNamespace). revisions records templates as
+// ControllerRevisions. flockClient is used
+// for live reads before adoption and to add and remove the data-cleanup
+// finalizer, flockLister to count every Flock's members per node,
+// nodeLister for placement and for telling why a member is blocked. opts
+// must be completed.
+func NewDefaultFlockControl(members MemberControl, data DataControl, revisions RevisionControl, status StatusUpdater, flockClient versioned.Interface,
+	flockLister flocklisters.FlockLister, nodeLister corelisters.NodeLister, recorder record.EventRecorder, opts Options) FlockControl {
+	fc := &defaultFlockControl{
+		members: members, revisions: revisions, status: status, flockClient: flockClient,
+		flockLister: flockLister, nodeLister: nodeLister, recorder: recorder, opts: opts,
+		lost: newNodeLossTracker(),
+	}
+	fc.data = &dataSyncer{
+		data: data, pods: members, event: fc.event,
+		dataRoot: opts.DataRoot, helperNamespace: opts.HelperNamespace, helperImage: opts.CleanupImage,
+	}
+	return fc
 }

@@ -45,28 +45,6 @@ func (r *Result) requeue(d time.Duration) {
 	}
 }
 
-// NewDefaultFlockControl returns the FlockControl of the controller.
-// data makes members' PersistentVolumes and claims (helper pods go through
-// members, in opts.HelperNamespace). revisions records templates as
-// ControllerRevisions. flockClient is used
-// for live reads before adoption and to add and remove the data-cleanup
-// finalizer, flockLister to count every Flock's members per node,
-// nodeLister for placement and for telling why a member is blocked. opts
-// must be completed.
-func NewDefaultFlockControl(members MemberControl, data DataControl, revisions RevisionControl, status StatusUpdater, flockClient versioned.Interface,
-	flockLister flocklisters.FlockLister, nodeLister corelisters.NodeLister, recorder record.EventRecorder, opts Options) FlockControl {
-	fc := &defaultFlockControl{
-		members: members, revisions: revisions, status: status, flockClient: flockClient,
-		flockLister: flockLister, nodeLister: nodeLister, recorder: recorder, opts: opts,
-		lost: newNodeLossTracker(),
-	}
-	fc.data = &dataSyncer{
-		data: data, pods: members, event: fc.event,
-		dataRoot: opts.DataRoot, helperNamespace: opts.HelperNamespace, helperImage: opts.CleanupImage,
-	}
-	return fc
-}
-
 type defaultFlockControl struct {
 	members     MemberControl
 	revisions   RevisionControl

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
@@ -58,12 +57,6 @@ func availableAfter(pod *corev1.Pod, minReadySeconds int32, now time.Time) (time
 func isAvailable(pod *corev1.Pod, minReadySeconds int32, now time.Time) bool {
 	d, ok := availableAfter(pod, minReadySeconds, now)
 	return ok && d <= 0
-}
-
-// isControlledBy reports whether obj's controller is the Flock f (by UID).
-func isControlledBy(obj metav1.Object, f *v1alpha1.Flock) bool {
-	ref := metav1.GetControllerOfNoCopy(obj)
-	return ref != nil && ref.UID == f.UID
 }
 
 // mustForceDelete reports whether pod has to be deleted with grace period
@@ -175,4 +168,19 @@ func podFailureSummary(pod *corev1.Pod) string {
 		return pod.Status.Reason
 	}
 	return "phase Failed"
+}
+
+// nodeConfirmedDown reports whether node (nil: its object is gone) is known
+// to run no pod any more: it is gone, or an administrator tainted it
+// node.kubernetes.io/out-of-service.
+func nodeConfirmedDown(node *corev1.Node) bool {
+	if node == nil {
+		return true
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == corev1.TaintNodeOutOfService {
+			return true
+		}
+	}
+	return false
 }

@@ -41,21 +41,6 @@ type recoveryPlan struct {
 // reassigned whose node is not known to be down.
 const reassignUnconfirmedPrefix = "memberRecovery Reassign does not move it: "
 
-// nodeConfirmedDown reports whether node (nil: its object is gone) is known
-// to run no pod any more: it is gone, or an administrator tainted it
-// node.kubernetes.io/out-of-service.
-func nodeConfirmedDown(node *corev1.Node) bool {
-	if node == nil {
-		return true
-	}
-	for _, t := range node.Spec.Taints {
-		if t.Key == corev1.TaintNodeOutOfService {
-			return true
-		}
-	}
-	return false
-}
-
 // planRecovery applies spec.memberRecovery to the members (ordinals below
 // replicas) whose node is lost.
 //
