@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -88,6 +89,35 @@ func stCreateFlock(t *testing.T, f *flockv1alpha1.Flock) {
 		}
 		return err
 	})
+}
+
+// stRecreatePod deletes a member pod and waits until the controller has
+// made it again and it is scheduled; it returns the deleted pod.
+func stRecreatePod(t *testing.T, old *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	if err := env.Kube.CoreV1().Pods(old.Namespace).Delete(ctxFor(t), old.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, lcTimeout, "pod "+old.Name+" recreated", func(ctx context.Context) error {
+		p, err := env.Kube.CoreV1().Pods(old.Namespace).Get(ctx, old.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.UID == old.UID || p.Spec.NodeName == "" {
+			return fmt.Errorf("pod %s uid %s node %q", p.Name, p.UID, p.Spec.NodeName)
+		}
+		return nil
+	})
+	return old
+}
+
+// stStart creates a Flock, waits until it is Available and checks its
+// members' data (stCheckMemberData); it returns the Flock and its volumes.
+func stStart(t *testing.T, f *flockv1alpha1.Flock) (*flockv1alpha1.Flock, map[int32]*corev1.PersistentVolume) {
+	t.Helper()
+	stCreateFlock(t, f)
+	got := waitFlockAvailable(t, f.Namespace, f.Name)
+	return got, stCheckMemberData(t, got)
 }
 
 // stVolume reads a PersistentVolume.
@@ -211,9 +241,7 @@ func TestStorageRestrictedNamespace(t *testing.T) {
 	ns := stRestrictedNamespace(t)
 	lcNodes(t, ns, 3)
 	const name = "pg"
-	stCreateFlock(t, stRestrictedFlock(name, ns, 3))
-	f := waitFlockAvailable(t, ns, name)
-	volumes := stCheckMemberData(t, f)
+	f, volumes := stStart(t, stRestrictedFlock(name, ns, 3))
 	lcWaitEvent(t, ns, name, "DataPrepared", "owner 1000:1000, mode 770")
 
 	// The same Flock, privileged, in that namespace: Pod Security refuses
@@ -235,20 +263,7 @@ func TestStorageRestrictedNamespace(t *testing.T) {
 	}
 
 	// A deleted member pod comes back on its node with its claim and volume.
-	old := ctlMemberPods(t, ns, name)[1]
-	if err := env.Kube.CoreV1().Pods(ns).Delete(ctxFor(t), old.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, lcTimeout, "pod pg-1 recreated and Ready", func(ctx context.Context) error {
-		p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, old.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if p.UID == old.UID || p.Spec.NodeName == "" {
-			return fmt.Errorf("pod %s uid %s node %q", p.Name, p.UID, p.Spec.NodeName)
-		}
-		return nil
-	})
+	old := stRecreatePod(t, ctlMemberPods(t, ns, name)[1])
 	f = waitFlockAvailable(t, ns, name)
 	after := stCheckMemberData(t, f)
 	if after[1].UID != volumes[1].UID || f.Status.Members[1].Node != old.Spec.NodeName {
@@ -264,9 +279,7 @@ func TestStorageScaleRetainThenDelete(t *testing.T) {
 	ns := newNamespace(t)
 	lcNodes(t, ns, 4)
 	const name = "x"
-	stCreateFlock(t, lcFlock(name, ns, 3))
-	f := waitFlockAvailable(t, ns, name)
-	before := stCheckMemberData(t, f)
+	f, before := stStart(t, lcFlock(name, ns, 3))
 	node2 := f.Status.Members[2].Node
 	claim2, err := stClaim(ctxFor(t), ns, "data-x-2")
 	if err != nil {
@@ -357,9 +370,7 @@ func TestStorageRecreatedFlockGetsNewData(t *testing.T) {
 	ns := newNamespace(t)
 	lcNodes(t, ns, 2)
 	const name = "x"
-	stCreateFlock(t, lcFlock(name, ns, 2))
-	first := waitFlockAvailable(t, ns, name)
-	old := stCheckMemberData(t, first)
+	first, old := stStart(t, lcFlock(name, ns, 2))
 	ctlDeleteFlock(t, ns, name, true)
 	eventually(t, lcTimeout, "the old claims collected", func(ctx context.Context) error {
 		list, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
@@ -403,9 +414,7 @@ func TestStorageNamespaceDeletionRemovesData(t *testing.T) {
 	const name = "x"
 	f := lcFlock(name, ns, 2)
 	f.Spec.Storage.Retention.WhenDeleted = flockv1alpha1.DeleteRetentionPolicy
-	stCreateFlock(t, f)
-	f = waitFlockAvailable(t, ns, name)
-	volumes := stCheckMemberData(t, f)
+	f, volumes := stStart(t, f)
 	rec := watchPods(t, stHelperNamespace, flockcontroller.LabelFlockUID+"="+string(f.UID))
 	if err := env.Kube.CoreV1().Namespaces().Delete(ctxFor(t), ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -584,23 +593,110 @@ func TestStorageClaimTemplate(t *testing.T) {
 	}
 	before := check(f)
 
-	old := ctlMemberPods(t, ns, name)[0]
-	if err := env.Kube.CoreV1().Pods(ns).Delete(ctxFor(t), old.Name, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, lcTimeout, "pod c-0 recreated", func(ctx context.Context) error {
-		p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, old.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if p.UID == old.UID {
-			return fmt.Errorf("still the old pod")
-		}
-		return nil
-	})
+	old := stRecreatePod(t, ctlMemberPods(t, ns, name)[0])
 	f = waitFlockAvailable(t, ns, name)
 	after := check(f)
 	if after[0].UID != before[0].UID || f.Status.Members[0].Node != old.Spec.NodeName {
 		t.Errorf("member 0 came back with claim %s on %s, was %s on %s", after[0].UID, f.Status.Members[0].Node, before[0].UID, old.Spec.NodeName)
 	}
+}
+
+// Bad storage input is refused with 422 naming the field: a size that is not
+// a quantity, a mode beyond 0777, both modes at once, a claim template
+// without access modes or size. The server's clientset and kubectl both.
+func TestStorageBadInput(t *testing.T) {
+	ns := newNamespace(t)
+	claim := &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	}}
+	for _, tc := range []struct {
+		name   string
+		mutate func(*flockv1alpha1.Flock)
+		want   []string
+	}{
+		{"size not a quantity", func(f *flockv1alpha1.Flock) { f.Spec.Storage.Size = "lots" },
+			[]string{"spec.storage.size", "must be a quantity"}},
+		{"mode beyond 0777", func(f *flockv1alpha1.Flock) { f.Spec.Storage.Mode = ptrTo(int32(0o4777)) },
+			[]string{"spec.storage.mode", "from 0 to 0777"}},
+		{"both modes at once", func(f *flockv1alpha1.Flock) {
+			f.Spec.Storage.Size = "1Gi"
+			f.Spec.Storage.ClaimTemplate = claim.DeepCopy()
+		}, []string{"spec.storage.size", "may not be set with spec.storage.claimTemplate"}},
+		{"claim template without access modes or size", func(f *flockv1alpha1.Flock) {
+			f.Spec.Storage.ClaimTemplate = &corev1.PersistentVolumeClaimTemplate{}
+		}, []string{"spec.storage.claimTemplate.spec.accessModes", "spec.storage.claimTemplate.spec.resources.requests[storage]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFlock("bad", ns, 1)
+			tc.mutate(f)
+			_, err := env.Flock.FlockV1alpha1().Flocks(ns).Create(ctxFor(t), f, metav1.CreateOptions{})
+			if !apierrors.IsInvalid(err) {
+				t.Fatalf("create: %v, want 422 Invalid", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+	// kubectl shows the same, from YAML (where a mode is written in octal).
+	manifest := flockManifest("bad", ns, 1) + "  storage:\n    size: lots\n    mode: 04777\n"
+	res := kubectlFails(t, env.KubectlBuilt(), manifest, "apply", "-f", "-")
+	for _, w := range []string{"spec.storage.size", "spec.storage.mode", "is invalid"} {
+		if !strings.Contains(res.Stderr, w) {
+			t.Errorf("kubectl apply: %q does not say %q", res.Stderr, w)
+		}
+	}
+}
+
+// A PersistentVolume or claim of a member's name that belongs to something
+// else blocks that member, with a condition and an event naming the
+// object; it is left exactly as it was.
+func TestStorageForeignObjectsBlock(t *testing.T) {
+	ns := newNamespace(t)
+	lcNodes(t, ns, 1)
+	const name = "x"
+	// A claim of member 0's name, made by someone else, before the Flock.
+	foreign := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data-x-0", Namespace: ns, Labels: map[string]string{"owner": "someone"}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			StorageClassName: ptrTo("none"),
+		},
+	}
+	made, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).Create(ctxFor(t), foreign, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stCreateFlock(t, lcFlock(name, ns, 1))
+	want := "PersistentVolumeClaim " + ns + "/data-x-0 exists and is not controlled by this Flock"
+	eventually(t, lcTimeout, "member 0 blocked by the foreign claim", func(ctx context.Context) error {
+		f, err := lcGet(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(f.Status.Conditions, flockv1alpha1.FlockMembersBlocked)
+		if c == nil || c.Reason != flockcontroller.ReasonDataConflict || !strings.Contains(c.Message, want) {
+			return fmt.Errorf("MembersBlocked %+v", c)
+		}
+		return nil
+	})
+	lcWaitEvent(t, ns, name, "MembersBlocked", want)
+	if pods := ctlMemberPods(t, ns, name); len(pods) != 0 {
+		t.Errorf("member pods %v despite the conflict", ctlPodNames(pods))
+	}
+	got, err := stClaim(ctxFor(t), ns, "data-x-0")
+	if err != nil || got.UID != made.UID || len(got.OwnerReferences) != 0 || got.Labels["owner"] != "someone" || got.Spec.VolumeName != "" {
+		t.Errorf("the foreign claim was touched: %+v, %v", got, err)
+	}
+
+	// Once it is gone, the member gets its own claim and starts.
+	if err := env.Kube.CoreV1().PersistentVolumeClaims(ns).Delete(ctxFor(t), "data-x-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f := waitFlockAvailable(t, ns, name)
+	stCheckMemberData(t, f)
 }
