@@ -600,3 +600,81 @@ func TestLifecycleNodeLoss(t *testing.T) {
 		})
 	})
 }
+
+// A member records since when its node is lost (status.members[i].
+// nodeLostSince): a flock-apiserver restart in the middle of the wait
+// changes neither the recorded time nor the deadline, and the member
+// moves afterSeconds after the loss, never sooner.
+func TestLifecycleNodeLossRestart(t *testing.T) {
+	ns := newNamespace(t)
+	lcNodes(t, ns, 3)
+	const name = "r"
+	f := lcFlock(name, ns, 2)
+	after := int32(25)
+	f.Spec.MemberRecovery = flockv1alpha1.MemberRecovery{Policy: flockv1alpha1.ReassignMemberRecovery, AfterSeconds: &after}
+	createFlock(t, f)
+	before := waitFlockAvailable(t, ns, name)
+	lost := before.Status.Members[1].Node
+	rec := watchPods(t, ns, flockv1alpha1.LabelFlockName+"="+name)
+	kubectl(t, env.KubectlBuilt(), "delete", "node", lost)
+
+	// lostAt and the deadline the condition states, before the restart.
+	var lostAt time.Time
+	var deadline string
+	blockedMessage := func(ctx context.Context) (string, time.Time, error) {
+		f, err := lcGet(ctx, ns, name)
+		if err != nil {
+			return "", time.Time{}, err
+		}
+		m := f.Status.Members[1]
+		c := meta.FindStatusCondition(f.Status.Conditions, flockv1alpha1.FlockMembersBlocked)
+		if m.Node != lost || m.NodeLostSince == nil || c == nil || c.Status != metav1.ConditionTrue {
+			return "", time.Time{}, fmt.Errorf("member 1 %+v, MembersBlocked %+v", m, c)
+		}
+		return c.Message, m.NodeLostSince.Time, nil
+	}
+	eventually(t, lcTimeout, "member 1 records nodeLostSince", func(ctx context.Context) error {
+		msg, since, err := blockedMessage(ctx)
+		if err != nil {
+			return err
+		}
+		deadline = "memberRecovery Reassign moves it to another node at " + since.Add(time.Duration(after)*time.Second).UTC().Format(time.RFC3339)
+		if !strings.Contains(msg, deadline) {
+			return fmt.Errorf("MembersBlocked %q, want %q", msg, deadline)
+		}
+		lostAt = since
+		return nil
+	})
+	t.Logf("member 1's node %s lost since %s; %s", lost, lostAt.UTC().Format(time.RFC3339), deadline)
+
+	if _, err := env.RestartFlockAPIServer(ctxFor(t), flockArgs()); err != nil {
+		t.Fatalf("restart flock-apiserver: %v", err)
+	}
+	restartedAt := time.Now()
+	if restartedAt.After(lostAt.Add(time.Duration(after-5) * time.Second)) {
+		t.Fatalf("the restart took until %s, too close to the deadline for the test to tell", restartedAt)
+	}
+	// The restarted controller states the same deadline, from the record.
+	eventually(t, lcTimeout, "the restarted controller keeps the deadline", func(ctx context.Context) error {
+		msg, since, err := blockedMessage(ctx)
+		if err != nil {
+			return err
+		}
+		if !since.Equal(lostAt) || !strings.Contains(msg, deadline) {
+			return fmt.Errorf("nodeLostSince %s (was %s), MembersBlocked %q; want %q", since, lostAt, msg, deadline)
+		}
+		return nil
+	})
+	got := waitFlockAvailable(t, ns, name)
+	if m := got.Status.Members[1]; m.Node == lost || m.NodeLostSince != nil ||
+		!strings.HasPrefix(m.Message, "reassigned from node "+lost+" (gone since "+lostAt.UTC().Format(time.RFC3339)+") to node ") {
+		t.Errorf("member 1 %+v, want it moved, gone since %s", m, lostAt)
+	}
+	for _, e := range rec.events(t) {
+		if e.Type == watch.Added && e.Pod.Name == name+"-1" {
+			if e.At.Before(lostAt.Add(time.Duration(after-1) * time.Second)) {
+				t.Errorf("%s-1 was recreated at %s, before afterSeconds from %s", name, e.At, lostAt)
+			}
+		}
+	}
+}

@@ -291,6 +291,10 @@ type FlockMember struct {
 
 	// Message says why the member is not running, when it is not.
 	Message string
+
+	// NodeLostSince is when the member's node became NotReady or was first
+	// found gone, while it is.
+	NodeLostSince *metav1.Time
 }
 
 // Condition types of a Flock.

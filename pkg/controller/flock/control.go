@@ -144,7 +144,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	maps.Copy(remove, cleanup.done)
 	fc.recordDataNames(f, members)
 	status, states := computeStatus(statusInput{
-		Flock: f, Members: members, Pods: podByOrdinal, Blocked: blocked, Remove: remove, Cleanup: cleanup.messages,
+		Flock: f, Members: members, Pods: podByOrdinal, Blocked: blocked, Remove: remove, Cleanup: cleanup.messages, Losses: losses,
 		UpdateRevision: plan.Update, ClusterDomain: fc.opts.ClusterDomain, ServiceCondition: svcCond,
 		HaltAfter: fc.opts.RolloutHaltAfter, Now: now,
 	})

@@ -15,9 +15,10 @@ import (
 
 // nodeLossTracker says since when a node has been lost: NotReady since its
 // Ready condition's last transition, or gone since the controller first
-// saw it missing (a node object leaves no trace once deleted, so after a
-// restart the clock starts again: a member is never moved sooner than its
-// policy says, only later).
+// saw it missing. A node object leaves no trace once deleted, so the
+// members record it in status (FlockMember.NodeLostSince) and a restarted
+// controller recalls it from there (recall), neither shortening nor
+// lengthening the wait.
 type nodeLossTracker struct {
 	mu   sync.Mutex
 	seen map[string]time.Time
@@ -46,10 +47,25 @@ func (t *nodeLossTracker) lostSince(name string, node *corev1.Node, now time.Tim
 	}
 	since, ok := t.seen[name]
 	if !ok {
-		since = now
+		// Whole seconds, as status records it; rounded up, so a wait
+		// is never shortened.
+		since = now.Truncate(time.Second)
+		if since.Before(now) {
+			since = since.Add(time.Second)
+		}
 		t.seen[name] = since
 	}
 	return since, true
+}
+
+// recall tells the tracker that a member recorded node name lost since
+// since, e.g. before the controller restarted: the earliest wins.
+func (t *nodeLossTracker) recall(name string, since time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if seen, ok := t.seen[name]; !ok || since.Before(seen) {
+		t.seen[name] = since
+	}
 }
 
 // nodeLoss is what a sync knows about a member on a lost node.

@@ -227,6 +227,71 @@ func TestReassignMovesMemberOffNotReadyNode(t *testing.T) {
 	}
 }
 
+// A member records in status since when its node is lost, so a restarted
+// controller (a fresh tracker) keeps counting from then: the member moves
+// afterSeconds after the loss, neither sooner nor later; once the node is
+// back, the record goes.
+func TestReassignWaitSurvivesRestart(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c", "n-d")
+	f.createFlock(withReassign(newFlock("pg", 3), 60))
+	for range 3 {
+		f.settle("pg")
+	}
+	f.clock.Step(500 * time.Millisecond) // the record rounds up to whole seconds
+	lostAt := f.clock.Now().Truncate(time.Second).Add(time.Second)
+	f.deleteNode("n-b")
+	f.settle("pg")
+	m := f.getFlock("pg").Status.Members[1]
+	if m.NodeLostSince == nil || !m.NodeLostSince.Time.Equal(lostAt) {
+		t.Fatalf("member 1 = %+v, want nodeLostSince %s", m, formatTime(lostAt))
+	}
+	if other := f.getFlock("pg").Status.Members[0]; other.NodeLostSince != nil {
+		t.Errorf("member 0 on a Ready node = %+v", other)
+	}
+	f.clock.Step(50 * time.Second)
+	f.settle("pg")
+
+	restart := func() { f.controller.control.(*defaultFlockControl).lost = newNodeLossTracker() }
+	restart()
+	f.clock.Step(9 * time.Second)
+	f.settle("pg")
+	if got := f.memberNodes("pg")[1]; got != "n-b" {
+		t.Fatalf("member 1 moved to %s before afterSeconds", got)
+	}
+	if m := f.getFlock("pg").Status.Members[1]; m.NodeLostSince == nil || !m.NodeLostSince.Time.Equal(lostAt) {
+		t.Fatalf("after the restart member 1 = %+v, want nodeLostSince %s", m, formatTime(lostAt))
+	}
+	restart()
+	f.clock.SetTime(lostAt.Add(time.Minute))
+	f.settle("pg")
+	if got := f.memberNodes("pg")[1]; got != "n-d" {
+		t.Fatalf("member 1 on %s 60s after its node was lost (restarted twice meanwhile), want n-d", got)
+	}
+	if m := f.getFlock("pg").Status.Members[1]; m.NodeLostSince != nil {
+		t.Errorf("the moved member keeps nodeLostSince: %+v", m)
+	}
+}
+
+// A node that comes back clears its members' record.
+func TestNodeLostSinceClearedWhenReady(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b")
+	f.createFlock(newFlock("pg", 2))
+	for range 3 {
+		f.settle("pg")
+	}
+	since := f.clock.Now().Add(-time.Minute).Truncate(time.Second)
+	f.updateNode("n-b", notReadySince(since))
+	f.settle("pg")
+	if m := f.getFlock("pg").Status.Members[1]; m.NodeLostSince == nil || !m.NodeLostSince.Time.Equal(since) {
+		t.Fatalf("member 1 = %+v, want nodeLostSince %s (the node's transition)", m, formatTime(since))
+	}
+	f.updateNode("n-b", setNodeReady(true))
+	f.settle("pg")
+	if m := f.getFlock("pg").Status.Members[1]; m.NodeLostSince != nil {
+		t.Errorf("member 1 = %+v, want no nodeLostSince once its node is Ready", m)
+	}
+}
+
 func TestReassignWithoutSpareNodeWaits(t *testing.T) {
 	f := newFixture(t, "n-a", "n-b", "n-c")
 	f.createFlock(withReassign(newFlock("pg", 3), 10))

@@ -27,6 +27,11 @@ func (fc *defaultFlockControl) takeSnapshot(f *v1alpha1.Flock, selector labels.S
 		otherUsage: map[string]int{},
 		lostSince:  map[string]time.Time{},
 	}
+	for _, m := range f.Status.Members {
+		if m.NodeLostSince != nil {
+			fc.lost.recall(m.Node, m.NodeLostSince.Time)
+		}
+	}
 	for _, n := range nodeList {
 		s.nodes[n.Name] = n
 		if since, lost := fc.lost.lostSince(n.Name, n, now); lost {

@@ -79,6 +79,9 @@ type statusInput struct {
 	// Cleanup are the status messages of members whose data directory is
 	// being removed (retention Delete), by ordinal.
 	Cleanup map[int32]string
+	// Losses are the members on lost nodes, by ordinal (their
+	// NodeLostSince).
+	Losses map[int32]nodeLoss
 	// UpdateRevision is the revision of the current template.
 	UpdateRevision string
 	// HaltAfter is Options.RolloutHaltAfter (see haltedPod).
@@ -179,6 +182,10 @@ func computeStatus(in statusInput) (v1alpha1.FlockStatus, map[MemberState]int) {
 			}
 		}
 		m.Message = msg
+		m.NodeLostSince = nil
+		if loss, ok := in.Losses[m.Ordinal]; ok {
+			m.NodeLostSince = &metav1.Time{Time: loss.Since}
+		}
 		if m.Ordinal < replicas {
 			states[state]++
 		}

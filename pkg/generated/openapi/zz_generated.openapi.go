@@ -546,10 +546,18 @@ func schema_pkg_apis_flock_v1alpha1_FlockMember(ref common.ReferenceCallback) co
 							Format:      "",
 						},
 					},
+					"nodeLostSince": {
+						SchemaProps: spec.SchemaProps{
+							Description: "NodeLostSince is when the member's node became NotReady or was first found gone, while it is; memberRecovery's afterSeconds count from it, so a restarted controller neither shortens nor lengthens the wait.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"ordinal", "node"},
 			},
 		},
+		Dependencies: []string{
+			metav1.Time{}.OpenAPIModelName()},
 	}
 }
 

@@ -356,6 +356,12 @@ type FlockMember struct {
 	// Message says why the member is not running, when it is not.
 	// +optional
 	Message string `json:"message,omitempty"`
+
+	// NodeLostSince is when the member's node became NotReady or was first
+	// found gone, while it is; memberRecovery's afterSeconds count from it,
+	// so a restarted controller neither shortens nor lengthens the wait.
+	// +optional
+	NodeLostSince *metav1.Time `json:"nodeLostSince,omitempty"`
 }
 
 // Condition types of a Flock.

@@ -18,6 +18,10 @@ limitations under the License.
 
 package v1alpha1
 
+import (
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
 // FlockMemberApplyConfiguration represents a declarative configuration of the FlockMember type for use
 // with apply.
 //
@@ -45,6 +49,10 @@ type FlockMemberApplyConfiguration struct {
 	Claim *string `json:"claim,omitempty"`
 	// Message says why the member is not running, when it is not.
 	Message *string `json:"message,omitempty"`
+	// NodeLostSince is when the member's node became NotReady or was first
+	// found gone, while it is; memberRecovery's afterSeconds count from it,
+	// so a restarted controller neither shortens nor lengthens the wait.
+	NodeLostSince *v1.Time `json:"nodeLostSince,omitempty"`
 }
 
 // FlockMemberApplyConfiguration constructs a declarative configuration of the FlockMember type for use with
@@ -122,5 +130,13 @@ func (b *FlockMemberApplyConfiguration) WithClaim(value string) *FlockMemberAppl
 // If called multiple times, the Message field is set to the value of the last call.
 func (b *FlockMemberApplyConfiguration) WithMessage(value string) *FlockMemberApplyConfiguration {
 	b.Message = &value
+	return b
+}
+
+// WithNodeLostSince sets the NodeLostSince field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the NodeLostSince field is set to the value of the last call.
+func (b *FlockMemberApplyConfiguration) WithNodeLostSince(value v1.Time) *FlockMemberApplyConfiguration {
+	b.NodeLostSince = &value
 	return b
 }
