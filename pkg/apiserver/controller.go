@@ -44,6 +44,8 @@ type ControllerConfig struct {
 type embeddedController struct {
 	config     ControllerConfig
 	controller *flockcontroller.Controller
+	// budgets keeps every Flock's PodDisruptionBudget.
+	budgets *flockcontroller.DisruptionBudgetController
 	kubeClient kubernetes.Interface
 	// informers are the controller's own, on the core cluster.
 	informers kubeinformers.SharedInformerFactory
@@ -94,7 +96,12 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 	if err != nil {
 		return nil, err
 	}
-	return &embeddedController{config: cfg, controller: c, kubeClient: kubeClient, informers: kubeFactory, recorder: recorder, broadcast: broadcast}, nil
+	budgets, err := flockcontroller.NewDisruptionBudgetController(ctx, kubeClient,
+		flockFactory.Flock().V1alpha1().Flocks(), kubeFactory.Policy().V1().PodDisruptionBudgets(), recorder)
+	if err != nil {
+		return nil, err
+	}
+	return &embeddedController{config: cfg, controller: c, budgets: budgets, kubeClient: kubeClient, informers: kubeFactory, recorder: recorder, broadcast: broadcast}, nil
 }
 
 // readyz fails until the controller's informers have synced.
@@ -123,6 +130,7 @@ func (e *embeddedController) start(hookCtx genericapiserver.PostStartHookContext
 
 	run := func(ctx context.Context) {
 		go flockcontroller.EnsureLocalStorageClass(ctx, e.kubeClient)
+		go e.budgets.Run(ctx, 1)
 		e.controller.Run(ctx, e.config.Options.Workers)
 	}
 	le := e.config.LeaderElection

@@ -75,6 +75,16 @@ const (
 	ReassignMemberRecovery MemberRecoveryPolicyType = "Reassign"
 )
 
+// DisruptionBudgetPolicyType says whether a Flock has a PodDisruptionBudget.
+type DisruptionBudgetPolicyType string
+
+const (
+	// ManagedDisruptionBudget gives the Flock a PodDisruptionBudget it owns.
+	ManagedDisruptionBudget DisruptionBudgetPolicyType = "Managed"
+	// NoDisruptionBudget gives the Flock none.
+	NoDisruptionBudget DisruptionBudgetPolicyType = "None"
+)
+
 // FlockSpec is the desired state of a Flock.
 type FlockSpec struct {
 	// Replicas is the number of members. It may not exceed the number of
@@ -112,6 +122,11 @@ type FlockSpec struct {
 	// MemberRecovery says what happens to a member whose node is NotReady or
 	// deleted. Defaults to Wait.
 	MemberRecovery MemberRecovery
+
+	// DisruptionBudget says how many members voluntary disruptions may take
+	// down at once, through a PodDisruptionBudget the Flock owns. Defaults to
+	// policy Managed with maxUnavailable 1.
+	DisruptionBudget FlockDisruptionBudget
 
 	// RevisionHistoryLimit is the number of old template revisions kept.
 	// Defaults to 10.
@@ -203,6 +218,17 @@ type RollingUpdateFlockStrategy struct {
 
 	// MaxUnavailable is how many members may be unavailable during the update,
 	// as a number (at least 1) or a percentage of replicas. Defaults to 1.
+	MaxUnavailable *intstr.IntOrString
+}
+
+// FlockDisruptionBudget configures the Flock's PodDisruptionBudget.
+type FlockDisruptionBudget struct {
+	// Policy is Managed (the default) or None.
+	Policy DisruptionBudgetPolicyType
+
+	// MaxUnavailable is the budget's maxUnavailable, a number (at least 1) or
+	// a percentage of replicas. Defaults to 1 with Managed; not allowed with
+	// None.
 	MaxUnavailable *intstr.IntOrString
 }
 

@@ -55,10 +55,19 @@ func partitionOf(f *v1alpha1.Flock) int32 {
 // members: a percentage of replicas rounded down, and at least 1.
 func maxUnavailableOf(f *v1alpha1.Flock) int {
 	ru := f.Spec.UpdateStrategy.RollingUpdate
-	if ru == nil || ru.MaxUnavailable == nil {
+	if ru == nil {
 		return 1
 	}
-	n, err := intstr.GetScaledValueFromIntOrPercent(ru.MaxUnavailable, int(replicasOf(f)), false)
+	return scaledMaxUnavailable(ru.MaxUnavailable, replicasOf(f))
+}
+
+// scaledMaxUnavailable returns a maxUnavailable as a number of members: a
+// percentage of replicas rounded down, and at least 1 (also when unset).
+func scaledMaxUnavailable(v *intstr.IntOrString, replicas int32) int {
+	if v == nil {
+		return 1
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, int(replicas), false)
 	if err != nil || n < 1 {
 		return 1
 	}

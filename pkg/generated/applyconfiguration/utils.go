@@ -34,6 +34,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 	// Group=flock.dev, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithKind("Flock"):
 		return &flockv1alpha1.FlockApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("FlockDisruptionBudget"):
+		return &flockv1alpha1.FlockDisruptionBudgetApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FlockMember"):
 		return &flockv1alpha1.FlockMemberApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FlockPlacement"):

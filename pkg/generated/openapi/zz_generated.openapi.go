@@ -37,6 +37,7 @@ import (
 func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenAPIDefinition {
 	return map[string]common.OpenAPIDefinition{
 		v1alpha1.Flock{}.OpenAPIModelName():                            schema_pkg_apis_flock_v1alpha1_Flock(ref),
+		v1alpha1.FlockDisruptionBudget{}.OpenAPIModelName():            schema_pkg_apis_flock_v1alpha1_FlockDisruptionBudget(ref),
 		v1alpha1.FlockList{}.OpenAPIModelName():                        schema_pkg_apis_flock_v1alpha1_FlockList(ref),
 		v1alpha1.FlockMember{}.OpenAPIModelName():                      schema_pkg_apis_flock_v1alpha1_FlockMember(ref),
 		v1alpha1.FlockPlacement{}.OpenAPIModelName():                   schema_pkg_apis_flock_v1alpha1_FlockPlacement(ref),
@@ -423,6 +424,35 @@ func schema_pkg_apis_flock_v1alpha1_Flock(ref common.ReferenceCallback) common.O
 	}
 }
 
+func schema_pkg_apis_flock_v1alpha1_FlockDisruptionBudget(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FlockDisruptionBudget configures the Flock's PodDisruptionBudget.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"policy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Policy is Managed (the default: the Flock owns a PodDisruptionBudget named after it) or None (no budget; an owned one is deleted).\n\nPossible enum values:\n - `\"Managed\"` gives the Flock a PodDisruptionBudget it owns, named after it, over its member pods.\n - `\"None\"` gives the Flock none (and removes the one it owned).",
+							Type:        []string{"string"},
+							Format:      "",
+							Enum:        []interface{}{"Managed", "None"},
+						},
+					},
+					"maxUnavailable": {
+						SchemaProps: spec.SchemaProps{
+							Description: "MaxUnavailable is the budget's maxUnavailable: how many members an eviction may leave unavailable, as a number (at least 1) or a percentage of replicas. Defaults to 1 with policy Managed; not allowed with None.",
+							Ref:         ref(intstr.IntOrString{}.OpenAPIModelName()),
+						},
+					},
+				},
+			},
+		},
+		Dependencies: []string{
+			intstr.IntOrString{}.OpenAPIModelName()},
+	}
+}
+
 func schema_pkg_apis_flock_v1alpha1_FlockList(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -678,6 +708,13 @@ func schema_pkg_apis_flock_v1alpha1_FlockSpec(ref common.ReferenceCallback) comm
 							Ref:         ref(v1alpha1.MemberRecovery{}.OpenAPIModelName()),
 						},
 					},
+					"disruptionBudget": {
+						SchemaProps: spec.SchemaProps{
+							Description: "DisruptionBudget says how many members voluntary disruptions (kubectl drain, evictions) may take down at once, through a PodDisruptionBudget the Flock owns. Defaults to policy Managed with maxUnavailable 1.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(v1alpha1.FlockDisruptionBudget{}.OpenAPIModelName()),
+						},
+					},
 					"revisionHistoryLimit": {
 						SchemaProps: spec.SchemaProps{
 							Description: "RevisionHistoryLimit is the number of old template revisions kept. Defaults to 10.",
@@ -697,7 +734,7 @@ func schema_pkg_apis_flock_v1alpha1_FlockSpec(ref common.ReferenceCallback) comm
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.FlockPlacement{}.OpenAPIModelName(), v1alpha1.FlockStorage{}.OpenAPIModelName(), v1alpha1.FlockUpdateStrategy{}.OpenAPIModelName(), v1alpha1.MemberRecovery{}.OpenAPIModelName(), corev1.PodTemplateSpec{}.OpenAPIModelName(), metav1.LabelSelector{}.OpenAPIModelName()},
+			v1alpha1.FlockDisruptionBudget{}.OpenAPIModelName(), v1alpha1.FlockPlacement{}.OpenAPIModelName(), v1alpha1.FlockStorage{}.OpenAPIModelName(), v1alpha1.FlockUpdateStrategy{}.OpenAPIModelName(), v1alpha1.MemberRecovery{}.OpenAPIModelName(), corev1.PodTemplateSpec{}.OpenAPIModelName(), metav1.LabelSelector{}.OpenAPIModelName()},
 	}
 }
 

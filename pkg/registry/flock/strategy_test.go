@@ -39,6 +39,7 @@ func validFlock() *flock.Flock {
 			UpdateStrategy: flock.FlockUpdateStrategy{Type: flock.RollingUpdateFlockStrategyType,
 				RollingUpdate: &flock.RollingUpdateFlockStrategy{Partition: ptr.To(int32(0)), MaxUnavailable: &one}},
 			MemberRecovery:       flock.MemberRecovery{Policy: flock.WaitMemberRecovery},
+			DisruptionBudget:     flock.FlockDisruptionBudget{Policy: flock.ManagedDisruptionBudget, MaxUnavailable: ptr.To(intstr.FromInt32(1))},
 			RevisionHistoryLimit: ptr.To(int32(10)),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "pg"}},

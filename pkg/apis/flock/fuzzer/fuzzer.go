@@ -73,6 +73,14 @@ func fuzzFlockSpec(s *flock.FlockSpec, c randfill.Continue) {
 		s.MemberRecovery.AfterSeconds = nil
 	}
 
+	s.DisruptionBudget.Policy = oneOf(c, flock.ManagedDisruptionBudget, flock.NoDisruptionBudget)
+	if s.DisruptionBudget.Policy == flock.ManagedDisruptionBudget {
+		v := intstr.FromInt32(1 + c.Int31n(5))
+		s.DisruptionBudget.MaxUnavailable = &v
+	} else {
+		s.DisruptionBudget.MaxUnavailable = nil
+	}
+
 	s.RevisionHistoryLimit = ptr.To(c.Int31n(100))
 
 	defaultTemplate(s)

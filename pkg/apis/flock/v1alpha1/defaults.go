@@ -72,6 +72,13 @@ func SetDefaults_FlockSpec(obj *FlockSpec) {
 	if obj.MemberRecovery.Policy == "" {
 		obj.MemberRecovery.Policy = WaitMemberRecovery
 	}
+	if obj.DisruptionBudget.Policy == "" {
+		obj.DisruptionBudget.Policy = ManagedDisruptionBudget
+	}
+	if obj.DisruptionBudget.Policy == ManagedDisruptionBudget && obj.DisruptionBudget.MaxUnavailable == nil {
+		one := intstr.FromInt32(1)
+		obj.DisruptionBudget.MaxUnavailable = &one
+	}
 	if obj.RevisionHistoryLimit == nil {
 		obj.RevisionHistoryLimit = ptr.To(DefaultRevisionHistoryLimit)
 	}

@@ -68,6 +68,7 @@ func defaulted() *v1alpha1.Flock {
 		},
 	}
 	f.Spec.MemberRecovery = v1alpha1.MemberRecovery{Policy: v1alpha1.WaitMemberRecovery}
+	f.Spec.DisruptionBudget = v1alpha1.FlockDisruptionBudget{Policy: v1alpha1.ManagedDisruptionBudget, MaxUnavailable: &one}
 	f.Spec.RevisionHistoryLimit = ptr.To(int32(10))
 	return f
 }
@@ -97,6 +98,7 @@ func explicit() *v1alpha1.Flock {
 	}
 	f.Spec.MinReadySeconds = 30
 	f.Spec.MemberRecovery = v1alpha1.MemberRecovery{Policy: v1alpha1.ReassignMemberRecovery, AfterSeconds: ptr.To(int32(300))}
+	f.Spec.DisruptionBudget = v1alpha1.FlockDisruptionBudget{Policy: v1alpha1.NoDisruptionBudget}
 	f.Spec.RevisionHistoryLimit = ptr.To(int32(0))
 	return f
 }
@@ -236,6 +238,8 @@ func TestDefaultsOnDecode(t *testing.T) {
 		{"podManagementPolicy", s.PodManagementPolicy, flock.OrderedReadyPodManagement},
 		{"updateStrategy.type", s.UpdateStrategy.Type, flock.RollingUpdateFlockStrategyType},
 		{"memberRecovery.policy", s.MemberRecovery.Policy, flock.WaitMemberRecovery},
+		{"disruptionBudget.policy", s.DisruptionBudget.Policy, flock.ManagedDisruptionBudget},
+		{"disruptionBudget.maxUnavailable", s.DisruptionBudget.MaxUnavailable, ptr.To(intstr.FromInt32(1))},
 		{"revisionHistoryLimit", derefOrNil(s.RevisionHistoryLimit), v1alpha1.DefaultRevisionHistoryLimit},
 	}
 	for _, c := range checks {

@@ -87,6 +87,18 @@ const (
 	ReassignMemberRecovery MemberRecoveryPolicyType = "Reassign"
 )
 
+// DisruptionBudgetPolicyType says whether a Flock has a PodDisruptionBudget.
+// +enum
+type DisruptionBudgetPolicyType string
+
+const (
+	// ManagedDisruptionBudget gives the Flock a PodDisruptionBudget it owns,
+	// named after it, over its member pods.
+	ManagedDisruptionBudget DisruptionBudgetPolicyType = "Managed"
+	// NoDisruptionBudget gives the Flock none (and removes the one it owned).
+	NoDisruptionBudget DisruptionBudgetPolicyType = "None"
+)
+
 // FlockSpec is the desired state of a Flock.
 type FlockSpec struct {
 	// Replicas is the number of members. It may not exceed the number of
@@ -132,6 +144,12 @@ type FlockSpec struct {
 	// deleted. Defaults to Wait.
 	// +optional
 	MemberRecovery MemberRecovery `json:"memberRecovery,omitempty"`
+
+	// DisruptionBudget says how many members voluntary disruptions (kubectl
+	// drain, evictions) may take down at once, through a PodDisruptionBudget
+	// the Flock owns. Defaults to policy Managed with maxUnavailable 1.
+	// +optional
+	DisruptionBudget FlockDisruptionBudget `json:"disruptionBudget,omitempty"`
 
 	// RevisionHistoryLimit is the number of old template revisions kept.
 	// Defaults to 10.
@@ -237,6 +255,21 @@ type RollingUpdateFlockStrategy struct {
 
 	// MaxUnavailable is how many members may be unavailable during the update,
 	// as a number (at least 1) or a percentage of replicas. Defaults to 1.
+	// +optional
+	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
+}
+
+// FlockDisruptionBudget configures the Flock's PodDisruptionBudget.
+type FlockDisruptionBudget struct {
+	// Policy is Managed (the default: the Flock owns a PodDisruptionBudget
+	// named after it) or None (no budget; an owned one is deleted).
+	// +optional
+	Policy DisruptionBudgetPolicyType `json:"policy,omitempty"`
+
+	// MaxUnavailable is the budget's maxUnavailable: how many members an
+	// eviction may leave unavailable, as a number (at least 1) or a
+	// percentage of replicas. Defaults to 1 with policy Managed; not allowed
+	// with None.
 	// +optional
 	MaxUnavailable *intstr.IntOrString `json:"maxUnavailable,omitempty"`
 }

@@ -27,6 +27,11 @@ func (in Flock) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in FlockDisruptionBudget) OpenAPIModelName() string {
+	return "dev.flock.v1alpha1.FlockDisruptionBudget"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in FlockList) OpenAPIModelName() string {
 	return "dev.flock.v1alpha1.FlockList"
 }

@@ -66,6 +66,9 @@ var (
 	validMemberRecoveryPolicies = []flock.MemberRecoveryPolicyType{
 		flock.WaitMemberRecovery, flock.ReassignMemberRecovery,
 	}
+	validDisruptionBudgetPolicies = []flock.DisruptionBudgetPolicyType{
+		flock.ManagedDisruptionBudget, flock.NoDisruptionBudget,
+	}
 )
 
 // ValidateFlockName checks a Flock's metadata.name (prefix false) or
@@ -175,6 +178,7 @@ func validateFlockSpec(f *flock.Flock, oldTemplate *corev1.PodTemplateSpec, opts
 	allErrs = append(allErrs, validateUpdateStrategy(&spec.UpdateStrategy, fldPath.Child("updateStrategy"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(int64(spec.MinReadySeconds), fldPath.Child("minReadySeconds"))...)
 	allErrs = append(allErrs, validateMemberRecovery(&spec.MemberRecovery, fldPath.Child("memberRecovery"))...)
+	allErrs = append(allErrs, validateDisruptionBudget(&spec.DisruptionBudget, fldPath.Child("disruptionBudget"))...)
 	if spec.RevisionHistoryLimit != nil {
 		allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(int64(*spec.RevisionHistoryLimit), fldPath.Child("revisionHistoryLimit"))...)
 	}
@@ -363,6 +367,18 @@ func validateMaxUnavailable(v intstr.IntOrString, fldPath *field.Path) field.Err
 		return field.ErrorList{field.Invalid(fldPath, v, "must be an integer or a percentage such as '25%'")}
 	}
 	return nil
+}
+
+func validateDisruptionBudget(db *flock.FlockDisruptionBudget, fldPath *field.Path) field.ErrorList {
+	allErrs := validateEnum(db.Policy, validDisruptionBudgetPolicies, fldPath.Child("policy"))
+	if db.MaxUnavailable == nil {
+		return allErrs
+	}
+	muPath := fldPath.Child("maxUnavailable")
+	if db.Policy == flock.NoDisruptionBudget {
+		return append(allErrs, field.Forbidden(muPath, fmt.Sprintf("may only be set when policy is '%s'", flock.ManagedDisruptionBudget)))
+	}
+	return append(allErrs, validateMaxUnavailable(*db.MaxUnavailable, muPath)...)
 }
 
 func validateMemberRecovery(mr *flock.MemberRecovery, fldPath *field.Path) field.ErrorList {

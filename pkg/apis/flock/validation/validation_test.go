@@ -44,6 +44,7 @@ func validFlock() *flock.Flock {
 				},
 			},
 			MemberRecovery:       flock.MemberRecovery{Policy: flock.WaitMemberRecovery},
+			DisruptionBudget:     flock.FlockDisruptionBudget{Policy: flock.ManagedDisruptionBudget, MaxUnavailable: ptr.To(intstr.FromInt32(1))},
 			RevisionHistoryLimit: ptr.To(int32(10)),
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{
@@ -353,6 +354,20 @@ func TestValidateFlock(t *testing.T) {
 		{name: "revisionHistoryLimit negative", mutate: func(f *flock.Flock) { f.Spec.RevisionHistoryLimit = ptr.To(int32(-1)) },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.revisionHistoryLimit", "must be greater than or equal to 0"}}},
 		{name: "revisionHistoryLimit 0", mutate: func(f *flock.Flock) { f.Spec.RevisionHistoryLimit = ptr.To(int32(0)) }},
+
+		// disruptionBudget
+		{name: "disruptionBudget policy unknown", mutate: func(f *flock.Flock) { f.Spec.DisruptionBudget.Policy = "Sometimes" },
+			want: []wantErr{{field.ErrorTypeNotSupported, "spec.disruptionBudget.policy", `supported values: "Managed", "None"`}}},
+		{name: "disruptionBudget maxUnavailable 0", mutate: func(f *flock.Flock) { f.Spec.DisruptionBudget.MaxUnavailable = ptr.To(intstr.FromInt32(0)) },
+			want: []wantErr{{field.ErrorTypeInvalid, "spec.disruptionBudget.maxUnavailable", "must be at least 1"}}},
+		{name: "disruptionBudget maxUnavailable 200%", mutate: func(f *flock.Flock) { f.Spec.DisruptionBudget.MaxUnavailable = ptr.To(intstr.FromString("200%")) },
+			want: []wantErr{{field.ErrorTypeInvalid, "spec.disruptionBudget.maxUnavailable", "must be a percentage from 1% to 100%"}}},
+		{name: "disruptionBudget None with maxUnavailable", mutate: func(f *flock.Flock) { f.Spec.DisruptionBudget.Policy = flock.NoDisruptionBudget },
+			want: []wantErr{{field.ErrorTypeForbidden, "spec.disruptionBudget.maxUnavailable", "may only be set when policy is 'Managed'"}}},
+		{name: "disruptionBudget None", mutate: func(f *flock.Flock) {
+			f.Spec.DisruptionBudget = flock.FlockDisruptionBudget{Policy: flock.NoDisruptionBudget}
+		}},
+		{name: "disruptionBudget 50%", mutate: func(f *flock.Flock) { f.Spec.DisruptionBudget.MaxUnavailable = ptr.To(intstr.FromString("50%")) }},
 
 		// memberRecovery
 		{name: "memberRecovery policy unknown", mutate: func(f *flock.Flock) { f.Spec.MemberRecovery.Policy = "Move" },

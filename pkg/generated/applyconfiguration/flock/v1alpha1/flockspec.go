@@ -56,6 +56,10 @@ type FlockSpecApplyConfiguration struct {
 	// MemberRecovery says what happens to a member whose node is NotReady or
 	// deleted. Defaults to Wait.
 	MemberRecovery *MemberRecoveryApplyConfiguration `json:"memberRecovery,omitempty"`
+	// DisruptionBudget says how many members voluntary disruptions (kubectl
+	// drain, evictions) may take down at once, through a PodDisruptionBudget
+	// the Flock owns. Defaults to policy Managed with maxUnavailable 1.
+	DisruptionBudget *FlockDisruptionBudgetApplyConfiguration `json:"disruptionBudget,omitempty"`
 	// RevisionHistoryLimit is the number of old template revisions kept.
 	// Defaults to 10.
 	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
@@ -141,6 +145,14 @@ func (b *FlockSpecApplyConfiguration) WithMinReadySeconds(value int32) *FlockSpe
 // If called multiple times, the MemberRecovery field is set to the value of the last call.
 func (b *FlockSpecApplyConfiguration) WithMemberRecovery(value *MemberRecoveryApplyConfiguration) *FlockSpecApplyConfiguration {
 	b.MemberRecovery = value
+	return b
+}
+
+// WithDisruptionBudget sets the DisruptionBudget field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the DisruptionBudget field is set to the value of the last call.
+func (b *FlockSpecApplyConfiguration) WithDisruptionBudget(value *FlockDisruptionBudgetApplyConfiguration) *FlockSpecApplyConfiguration {
+	b.DisruptionBudget = value
 	return b
 }
 

@@ -1,0 +1,244 @@
+// File disruption.go: the PodDisruptionBudget of each Flock (issue 19.3), kept
+// by a small controller of its own beside the member loop: it watches Flocks
+// and PodDisruptionBudgets and, per Flock, creates, updates (when replicas
+// or the spec change) or deletes the budget named after the Flock, so
+// `kubectl drain` never takes more than spec.disruptionBudget.maxUnavailable
+// members down at once.
+
+package flock
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	policyinformers "k8s.io/client-go/informers/policy/v1"
+	"k8s.io/client-go/kubernetes"
+	policylisters "k8s.io/client-go/listers/policy/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions/flock/v1alpha1"
+	flocklisters "flock.dev/flock/pkg/generated/listers/flock/v1alpha1"
+)
+
+// NewPodDisruptionBudget returns the PodDisruptionBudget of Flock f, or nil
+// when f asks for none: named after f, owned by it, over its member pods
+// (the headless Service's selector), with minAvailable replicas minus
+// spec.disruptionBudget.maxUnavailable (a percentage of replicas rounded
+// down, at least 1). An integer minAvailable, rather than maxUnavailable,
+// lets the disruption controller count the pods without looking the Flock's
+// scale up (a lookup that fails while kube-controller-manager has not
+// discovered flock.dev). Unhealthy members may always be evicted, so a drain
+// never waits on a member that is failing anyway.
+func NewPodDisruptionBudget(f *v1alpha1.Flock) *policyv1.PodDisruptionBudget {
+	db := f.Spec.DisruptionBudget
+	if db.Policy == v1alpha1.NoDisruptionBudget {
+		return nil
+	}
+	replicas := replicasOf(f)
+	minAvailable := intstr.FromInt32(max(replicas-int32(scaledMaxUnavailable(db.MaxUnavailable, replicas)), 0))
+	alwaysAllow := policyv1.AlwaysAllow
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            f.Name,
+			Namespace:       f.Namespace,
+			Labels:          map[string]string{v1alpha1.LabelFlockName: f.Name},
+			OwnerReferences: []metav1.OwnerReference{*newControllerRef(f)},
+		},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MinAvailable:               &minAvailable,
+			Selector:                   &metav1.LabelSelector{MatchLabels: ServiceSelector(f)},
+			UnhealthyPodEvictionPolicy: &alwaysAllow,
+		},
+	}
+}
+
+// DisruptionBudgetController keeps every Flock's PodDisruptionBudget.
+type DisruptionBudgetController struct {
+	kubeClient  kubernetes.Interface
+	flockLister flocklisters.FlockLister
+	pdbLister   policylisters.PodDisruptionBudgetLister
+	recorder    record.EventRecorder
+	queue       workqueue.TypedRateLimitingInterface[string]
+	synced      []cache.InformerSynced
+}
+
+// NewDisruptionBudgetController returns the controller; start the informers
+// after it, then call Run.
+func NewDisruptionBudgetController(ctx context.Context, kubeClient kubernetes.Interface,
+	flockInformer flockinformers.FlockInformer, pdbInformer policyinformers.PodDisruptionBudgetInformer,
+	recorder record.EventRecorder) (*DisruptionBudgetController, error) {
+	logger := klog.FromContext(ctx)
+	c := &DisruptionBudgetController{
+		kubeClient:  kubeClient,
+		flockLister: flockInformer.Lister(),
+		pdbLister:   pdbInformer.Lister(),
+		recorder:    recorder,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "flock-disruption-budget"},
+		),
+	}
+	enqueueFlock := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			c.queue.Add(key)
+		}
+	}
+	enqueueOwner := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		pdb, ok := obj.(*policyv1.PodDisruptionBudget)
+		if !ok {
+			return
+		}
+		if ref := metav1.GetControllerOfNoCopy(pdb); ref != nil && isFlockRef(ref) {
+			c.queue.Add(pdb.Namespace + "/" + ref.Name)
+		} else if name := pdb.Labels[v1alpha1.LabelFlockName]; name != "" {
+			// A budget of a Flock's name that the Flock does not own: its
+			// Flock reports the conflict.
+			c.queue.Add(pdb.Namespace + "/" + name)
+		}
+	}
+	for _, h := range []struct {
+		informer cache.SharedIndexInformer
+		handler  cache.ResourceEventHandler
+	}{
+		{flockInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc: enqueueFlock, UpdateFunc: func(_, cur any) { enqueueFlock(cur) }, DeleteFunc: enqueueFlock,
+		}},
+		{pdbInformer.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc: enqueueOwner, UpdateFunc: func(_, cur any) { enqueueOwner(cur) }, DeleteFunc: enqueueOwner,
+		}},
+	} {
+		reg, err := h.informer.AddEventHandler(h.handler)
+		if err != nil {
+			return nil, err
+		}
+		c.synced = append(c.synced, reg.HasSynced)
+	}
+	logger.V(4).Info("Disruption budget controller set up")
+	return c, nil
+}
+
+// Run syncs budgets with workers goroutines until ctx ends.
+func (c *DisruptionBudgetController) Run(ctx context.Context, workers int) {
+	defer utilruntime.HandleCrash()
+	defer c.queue.ShutDown()
+	logger := klog.FromContext(ctx)
+	if !cache.WaitForNamedCacheSync("flock-disruption-budget", ctx.Done(), c.synced...) {
+		return
+	}
+	logger.Info("Starting the Flock disruption budget controller", "workers", workers)
+	for range max(workers, 1) {
+		go wait.UntilWithContext(ctx, c.worker, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func (c *DisruptionBudgetController) worker(ctx context.Context) {
+	for c.processNext(ctx) {
+	}
+}
+
+func (c *DisruptionBudgetController) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	if err := c.sync(ctx, key); err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Syncing the disruption budget of a Flock failed", "flock", key)
+		c.queue.AddRateLimited(key)
+		return true
+	}
+	c.queue.Forget(key)
+	return true
+}
+
+// sync makes the budget of Flock key what NewPodDisruptionBudget says. A
+// budget of that name the Flock does not control is never modified (a
+// Warning event says so); a deleted Flock's budget goes with it through
+// the garbage collector.
+func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return err
+	}
+	logger := klog.FromContext(ctx)
+	f, err := c.flockLister.Flocks(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	want := NewPodDisruptionBudget(f)
+	if f.DeletionTimestamp != nil {
+		want = nil
+	}
+	have, err := c.pdbLister.PodDisruptionBudgets(ns).Get(name)
+	switch {
+	case apierrors.IsNotFound(err):
+		if want == nil {
+			return nil
+		}
+		if _, err := c.kubeClient.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+			c.recorder.Eventf(flockRef(f), corev1.EventTypeWarning, "FailedCreate", "create PodDisruptionBudget %s failed: %v", name, err)
+			return err
+		}
+		logger.V(2).Info("Created PodDisruptionBudget", "flock", klog.KObj(f), "minAvailable", want.Spec.MinAvailable.String())
+		c.recorder.Eventf(flockRef(f), corev1.EventTypeNormal, "SuccessfulCreate", "created PodDisruptionBudget %s (minAvailable %s)", name, want.Spec.MinAvailable.String())
+		return nil
+	case err != nil:
+		return err
+	}
+	ref := metav1.GetControllerOfNoCopy(have)
+	if ref == nil || ref.UID != f.UID {
+		if want != nil {
+			c.recorder.Eventf(flockRef(f), corev1.EventTypeWarning, "DisruptionBudgetConflict",
+				"PodDisruptionBudget %s exists and is not controlled by this Flock; it is left alone", name)
+		}
+		return nil
+	}
+	if want == nil {
+		if f.DeletionTimestamp != nil {
+			return nil // the garbage collector removes it with the Flock
+		}
+		err := c.kubeClient.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &have.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		logger.V(2).Info("Deleted PodDisruptionBudget", "flock", klog.KObj(f))
+		c.recorder.Eventf(flockRef(f), corev1.EventTypeNormal, "SuccessfulDelete", "deleted PodDisruptionBudget %s (disruptionBudget policy None)", name)
+		return nil
+	}
+	if equality.Semantic.DeepEqual(have.Spec.MinAvailable, want.Spec.MinAvailable) &&
+		equality.Semantic.DeepEqual(have.Spec.Selector, want.Spec.Selector) &&
+		equality.Semantic.DeepEqual(have.Spec.UnhealthyPodEvictionPolicy, want.Spec.UnhealthyPodEvictionPolicy) && have.Spec.MaxUnavailable == nil {
+		return nil
+	}
+	upd := have.DeepCopy()
+	upd.Spec.MaxUnavailable = nil
+	upd.Spec.MinAvailable = want.Spec.MinAvailable
+	upd.Spec.Selector = want.Spec.Selector
+	upd.Spec.UnhealthyPodEvictionPolicy = want.Spec.UnhealthyPodEvictionPolicy
+	if _, err := c.kubeClient.PolicyV1().PodDisruptionBudgets(ns).Update(ctx, upd, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
+		return fmt.Errorf("update PodDisruptionBudget %s/%s: %w", ns, name, err)
+	}
+	logger.V(2).Info("Updated PodDisruptionBudget", "flock", klog.KObj(f), "minAvailable", want.Spec.MinAvailable.String())
+	c.recorder.Eventf(flockRef(f), corev1.EventTypeNormal, "SuccessfulUpdate", "updated PodDisruptionBudget %s (minAvailable %s)", name, want.Spec.MinAvailable.String())
+	return nil
+}
