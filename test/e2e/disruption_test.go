@@ -14,10 +14,8 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/utils/ptr"
-
-	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
 
 func TestFlockDisruptionBudgetDrains(t *testing.T) {
@@ -127,15 +125,15 @@ func TestFlockDisruptionBudgetPolicy(t *testing.T) {
 		})
 	}
 	wantMinAvailable(1) // 3 replicas, maxUnavailable 2
-	cur := getFlock(t, ns, "tuned")
-	cur.Spec.Replicas = ptr.To(int32(2))
-	if _, err := env.Flock.FlockV1alpha1().Flocks(ns).Update(ctxFor(t), cur, metav1.UpdateOptions{}); err != nil {
+	patch := func(p string) error {
+		_, err := env.Flock.FlockV1alpha1().Flocks(ns).Patch(ctxFor(t), "tuned", types.MergePatchType, []byte(p), metav1.PatchOptions{})
+		return err
+	}
+	if err := patch(`{"spec":{"replicas":2}}`); err != nil {
 		t.Fatal(err)
 	}
 	wantMinAvailable(0) // 2 replicas
-	cur = getFlock(t, ns, "tuned")
-	cur.Spec.DisruptionBudget = flockv1alpha1.FlockDisruptionBudget{Policy: flockv1alpha1.NoDisruptionBudget}
-	if _, err := env.Flock.FlockV1alpha1().Flocks(ns).Update(ctxFor(t), cur, metav1.UpdateOptions{}); err != nil {
+	if err := patch(`{"spec":{"disruptionBudget":{"policy":"None","maxUnavailable":null}}}`); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, time.Minute, "budget removed with policy None", func(ctx context.Context) error {
@@ -146,10 +144,7 @@ func TestFlockDisruptionBudgetPolicy(t *testing.T) {
 		return fmt.Errorf("still there: %v", err)
 	})
 	// Bad input: a clear 422 naming the field.
-	cur = getFlock(t, ns, "tuned")
-	zero := intstr.FromInt32(0)
-	cur.Spec.DisruptionBudget = flockv1alpha1.FlockDisruptionBudget{Policy: flockv1alpha1.ManagedDisruptionBudget, MaxUnavailable: &zero}
-	_, err := env.Flock.FlockV1alpha1().Flocks(ns).Update(ctxFor(t), cur, metav1.UpdateOptions{})
+	err := patch(`{"spec":{"disruptionBudget":{"policy":"Managed","maxUnavailable":0}}}`)
 	if !apierrors.IsInvalid(err) || !bytes.Contains([]byte(err.Error()), []byte("spec.disruptionBudget.maxUnavailable")) {
 		t.Errorf("maxUnavailable 0: %v, want 422 naming spec.disruptionBudget.maxUnavailable", err)
 	}
@@ -167,4 +162,3 @@ func podUID(t *testing.T, ns, name string) string {
 	}
 	return string(p.UID)
 }
-
