@@ -9,7 +9,9 @@
 # this machine; default 1 when it can run one, else 0 with the reason),
 # KUBE_APISERVER_PORT (default 6443),
 # FLOCK_APISERVER_PORT (default 9443), DNS_PORT (CoreDNS, UDP and TCP; default: a
-# free port, printed), FLOCK_ARGS (extra flock-apiserver flags).
+# free port, printed), FLOCK_ARGS (extra flock-apiserver flags), FLOCK_REPLICAS
+# (3: HA mode, three flock-apiservers whose embedded etcd members form one
+# cluster, behind HAProxy on FLOCK_APISERVER_PORT).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

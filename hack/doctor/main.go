@@ -132,6 +132,8 @@ var prereqs = []prereq{
 	{name: "timeout", usedBy: ".ci/run", debian: "coreutils", check: command("timeout")},
 	{name: "tar", usedBy: "the e2e log archive of .ci/run", debian: "tar", check: command("tar")},
 	{name: "gzip", usedBy: "the e2e log archive of .ci/run", debian: "gzip", check: command("gzip")},
+	{name: "haproxy", usedBy: "HA mode of the harness and local-up (FLOCK_REPLICAS=3) and its e2e test", debian: "haproxy",
+		check: anyFile("/usr/sbin/haproxy", "/usr/bin/haproxy")},
 	{name: "openssl", usedBy: "hack/gen-serving-cert.sh and its e2e test", debian: "openssl", check: command("openssl")},
 	{name: "ca-certificates", usedBy: "downloads from the Go module proxy and npm", debian: "ca-certificates",
 		check: func(env) (string, string) {

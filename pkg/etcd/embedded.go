@@ -145,6 +145,12 @@ func (s *Server) ReadyzCheck() healthz.HealthChecker {
 	})
 }
 
+// ClientURL is the member's advertised client URL.
+func (s *Server) ClientURL() string {
+	cfg := s.etcd.Config()
+	return cfg.AdvertiseClientUrls[0].String()
+}
+
 // Stop stops the member gracefully.
 func (s *Server) Stop() {
 	s.mu.Lock()

@@ -80,6 +80,10 @@ type Options struct {
 	ControllerManagerArgs []string
 	SchedulerArgs         []string
 	KwokArgs              []string
+	// FlockReplicas > 1 runs that many flock-apiservers whose embedded etcd
+	// members form one cluster, behind HAProxy on Ports.FlockAPIServer (HA
+	// mode, ha.go). It needs haproxy. An odd number; 0 or 1: one server.
+	FlockReplicas int
 	// WithoutFlock brings up the control plane without flock-apiserver and
 	// without applying the registration manifests.
 	WithoutFlock bool
@@ -135,6 +139,10 @@ type Cluster struct {
 	Flock flockclient.Interface
 	// NodeNames are the kwok nodes created by Up.
 	NodeNames []string
+	// HA mode (Options.FlockReplicas > 1): HAProxy, and the certificate of
+	// the etcd members (server and client, for 127.0.0.1).
+	HAProxy  *Process
+	EtcdCert *KeyPair
 
 	mu        sync.Mutex
 	procs     []*Process
@@ -148,6 +156,7 @@ type Cluster struct {
 	realTunables map[string]string
 
 	flock    *Process
+	replicas []*FlockReplica
 	nodeSeq  int
 	lock     *dirLock
 	downOnce sync.Once
@@ -191,6 +200,9 @@ func (o *Options) complete() error {
 	}
 	if o.ReadyTimeout == 0 {
 		o.ReadyTimeout = 90 * time.Second
+	}
+	if o.FlockReplicas > 1 && o.FlockReplicas%2 == 0 {
+		return fmt.Errorf("cluster: FlockReplicas must be odd (a majority of etcd members must survive a failure), got %d", o.FlockReplicas)
 	}
 	bins := requiredBinaries
 	if !o.WithoutDNS {

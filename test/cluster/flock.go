@@ -216,7 +216,11 @@ func (c *Cluster) startFlock(ctx context.Context) error {
 	if err := c.writeFlockKubeconfig(ctx); err != nil {
 		return err
 	}
-	if err := c.runMainFlock(ctx, c.opts.FlockArgs); err != nil {
+	if c.opts.FlockReplicas > 1 {
+		if err := c.startFlockReplicas(ctx); err != nil {
+			return err
+		}
+	} else if err := c.runMainFlock(ctx, c.opts.FlockArgs); err != nil {
 		return err
 	}
 	// What a user tries first.
@@ -244,6 +248,13 @@ func (c *Cluster) runMainFlock(ctx context.Context, extra []string) error {
 	if err := c.waitFlockReady(ctx, p, c.FlockAPIServerURL); err != nil {
 		return err
 	}
+	return c.waitFlockServed(ctx, p)
+}
+
+// waitFlockServed waits until the APIService is Available, Flocks can be
+// listed through kube-apiserver and their schema is in its OpenAPI; p is
+// the process whose exit ends the wait.
+func (c *Cluster) waitFlockServed(ctx context.Context, p *Process) error {
 	if err := c.waitFor(ctx, p, "APIService "+APIServiceName+" Available", func(ctx context.Context) (bool, error) {
 		return c.APIServiceAvailable(ctx)
 	}); err != nil {

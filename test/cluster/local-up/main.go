@@ -8,7 +8,9 @@
 // else 0 and a one-line reason), KUBE_APISERVER_PORT (default 6443),
 // FLOCK_APISERVER_PORT (default 9443; 0 picks free ports), DNS_PORT (CoreDNS,
 // UDP and TCP; default 0: a free port, printed), FLOCK_ARGS (extra
-// flock-apiserver flags, space separated).
+// flock-apiserver flags, space separated), FLOCK_REPLICAS (HA mode: 3 runs
+// three flock-apiservers whose embedded etcd members form one cluster, behind
+// HAProxy on FLOCK_APISERVER_PORT; needs haproxy).
 package main
 
 import (
@@ -135,6 +137,13 @@ func options(binDir, workDir string) (cluster.Options, error) {
 		opts.WithoutDNS = true
 	}
 	opts.FlockArgs = strings.Fields(os.Getenv("FLOCK_ARGS"))
+	if v := os.Getenv("FLOCK_REPLICAS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 7 || n%2 == 0 {
+			return opts, fmt.Errorf("FLOCK_REPLICAS=%q: want 1, 3, 5 or 7 (an odd number of etcd members)", v)
+		}
+		opts.FlockReplicas = n
+	}
 	if err := realNodes(&opts); err != nil {
 		return opts, err
 	}
@@ -211,7 +220,7 @@ Try:
   kubectl get flocks -A
 %s
 kube-apiserver:  %s
-flock-apiserver: %s (direct; needs a client certificate)
+flock-apiserver: %s (direct; needs a client certificate)%s
 cluster DNS:     %s
 nodes:           %s
 real nodes:      %s
@@ -219,7 +228,19 @@ logs:            %s/*.log
 
 Press Ctrl-C to stop everything.
 `, cluster.APIServiceName, c.KubeconfigPath, opts.BinDir, cluster.APIServiceName,
-		dnsExample(c), c.KubeAPIServerURL, c.FlockAPIServerURL, dnsSummary(c), strings.Join(c.NodeNames, " "), realSummary(c), rel(c.LogDir()))
+		dnsExample(c), c.KubeAPIServerURL, c.FlockAPIServerURL, haSummary(c), dnsSummary(c), strings.Join(c.NodeNames, " "), realSummary(c), rel(c.LogDir()))
+}
+
+// haSummary lists the replicas of HA mode behind HAProxy, if any.
+func haSummary(c *cluster.Cluster) string {
+	var b strings.Builder
+	for _, r := range c.Replicas() {
+		fmt.Fprintf(&b, "\n  replica %s:   %s, etcd member %s, data %s", r.Name, r.URL, r.EtcdURL, r.DataDir)
+	}
+	if b.Len() == 0 {
+		return ""
+	}
+	return " = HAProxy (health-checks /readyz) in front of" + b.String()
 }
 
 // realSummary lists the real nodes with their address, and where members'
