@@ -36,6 +36,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/spf13/pflag"
+
+	"flock.dev/flock/pkg/cmd/server"
+	"flock.dev/flock/pkg/etcd"
 	"flock.dev/flock/test/cluster"
 )
 
@@ -213,7 +217,8 @@ func checkHardenedPod(t *testing.T, spec corev1.PodSpec) {
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
 		t.Errorf("resource requests = %v", c.Resources.Requests)
 	}
-	if len(c.Ports) != 1 || c.Ports[0].Name != "https" {
+	// The API first; the ha overlay adds its etcd member's ports.
+	if len(c.Ports) == 0 || c.Ports[0].Name != "https" {
 		t.Errorf("ports = %+v", c.Ports)
 	}
 	port := fmt.Sprintf("--secure-port=%d", c.Ports[0].ContainerPort)
@@ -249,6 +254,89 @@ func checkHardenedPod(t *testing.T, spec corev1.PodSpec) {
 		!slices.Contains(c.Args, "--controller-kubeconfig="+mounts["controller-kubeconfig"]+"/kubeconfig") {
 		t.Errorf("args %v and mounts %v do not run the controller with its own kubeconfig", c.Args, mounts)
 	}
+}
+
+// checkHAOverlay checks the ha overlay's promises: three replicas of a
+// StatefulSet (no Deployment, no claim), one per labelled node, the embedded
+// etcd cluster over TLS from a Secret with data on the node, readiness on
+// /readyz, and a PodDisruptionBudget that keeps the quorum.
+func checkHAOverlay(t *testing.T, r rendered) {
+	t.Helper()
+	if r[deploymentKey] != nil || r[pvcKey] != nil {
+		t.Error("ha renders the base's Deployment or the embedded etcd's claim")
+	}
+	var sts appsv1.StatefulSet
+	r.into(t, "StatefulSet/flock-system/flock-apiserver", &sts)
+	spec := sts.Spec.Template.Spec
+	checkHardenedPod(t, spec)
+	if sts.Spec.Replicas == nil || *sts.Spec.Replicas != 3 || sts.Spec.PodManagementPolicy != appsv1.ParallelPodManagement {
+		t.Errorf("replicas %v, pod management %q: want 3, Parallel (members bootstrap together)", sts.Spec.Replicas, sts.Spec.PodManagementPolicy)
+	}
+	if spec.NodeSelector["flock.dev/apiserver"] != "true" {
+		t.Errorf("nodeSelector = %v, want the labelled nodes", spec.NodeSelector)
+	}
+	aa := spec.Affinity
+	if aa == nil || aa.PodAntiAffinity == nil || len(aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 ||
+		aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey != "kubernetes.io/hostname" {
+		t.Errorf("affinity = %+v, want required anti-affinity per node", aa)
+	}
+	// The members' names are the pods' stable names in the headless Service.
+	var etcdSvc corev1.Service
+	r.into(t, "Service/flock-system/"+sts.Spec.ServiceName, &etcdSvc)
+	if etcdSvc.Spec.ClusterIP != corev1.ClusterIPNone || !etcdSvc.Spec.PublishNotReadyAddresses {
+		t.Errorf("Service %s: clusterIP %q publishNotReadyAddresses %v, want headless and published before ready", etcdSvc.Name, etcdSvc.Spec.ClusterIP, etcdSvc.Spec.PublishNotReadyAddresses)
+	}
+	c := spec.Containers[0]
+	o := server.NewOptions()
+	fs := pflag.NewFlagSet("flock-apiserver", pflag.ContinueOnError)
+	for _, f := range o.Flags().FlagSets {
+		fs.AddFlagSet(f)
+	}
+	var args []string
+	for _, a := range c.Args {
+		a = strings.ReplaceAll(a, "$(POD_NAME)", sts.Name+"-1")
+		args = append(args, strings.ReplaceAll(a, "$(POD_NAMESPACE)", sts.Namespace))
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("args of the ha StatefulSet: %v", err)
+	}
+	if err := o.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Errorf("flock-apiserver refuses the ha overlay's args: %v", err)
+	}
+	members, err := etcd.ParseInitialCluster(o.EmbeddedEtcd.InitialCluster)
+	if err != nil || len(members) != 3 {
+		t.Errorf("initial cluster %q: %v", o.EmbeddedEtcd.InitialCluster, err)
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("%s-%d", sts.Name, i)
+		if want := fmt.Sprintf("https://%s.%s.%s.svc:2380", name, etcdSvc.Name, sts.Namespace); members[name] != want {
+			t.Errorf("member %s peer URL %q, want %q (the pod's stable name)", name, members[name], want)
+		}
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range spec.Volumes {
+		vols[v.Name] = v
+		if v.PersistentVolumeClaim != nil {
+			t.Errorf("ha mounts a claim: %+v", v)
+		}
+	}
+	if v := vols["etcd-tls"]; v.Secret == nil || v.Secret.SecretName != "flock-apiserver-etcd-tls" {
+		t.Errorf("etcd-tls volume = %+v, want the Secret flock-apiserver-etcd-tls", v)
+	}
+	if v := vols["etcd-data"]; v.HostPath == nil || !strings.HasPrefix(o.EmbeddedEtcd.DataDir, v.HostPath.Path) {
+		t.Errorf("etcd-data volume = %+v, data dir %s: want the member's data on the node", v, o.EmbeddedEtcd.DataDir)
+	}
+	var pdb policyv1.PodDisruptionBudget
+	r.into(t, "PodDisruptionBudget/flock-system/flock-apiserver", &pdb)
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	if err != nil || !sel.Matches(labels.Set(sts.Spec.Template.Labels)) || pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 2 {
+		t.Errorf("PodDisruptionBudget = %+v, want minAvailable 2 over the replicas (selector err %v)", pdb.Spec, err)
+	}
+	var pc schedulingv1.PriorityClass
+	r.into(t, "PriorityClass//"+spec.PriorityClassName, &pc)
 }
 
 // requireBaseDeployment fails the test with the reason when the kustomize base
@@ -375,6 +463,12 @@ func TestKustomizeRenders(t *testing.T) {
 			}
 		})
 
+		t.Run("ha", func(t *testing.T) {
+			r := renderKustomize(t, k, filepath.Join(root, "artifacts/deploy/overlays/ha"))
+			checkRegistration(t, r)
+			checkHAOverlay(t, r)
+		})
+
 		// The cert-manager way (rendered only: the local control plane has
 		// no cert-manager CRDs).
 		t.Run("cert-manager example", func(t *testing.T) {
@@ -441,7 +535,8 @@ func TestKustomizeDryRunServer(t *testing.T) {
 		if _, err := bare.Kube.CoreV1().Namespaces().Create(ctxFor(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cluster.FlockNamespace}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		dirs := []string{filepath.Join(root, "artifacts/deploy/overlays/dev"), filepath.Join(root, "artifacts/deploy/overlays/production"), certDir}
+		haDir := filepath.Join(root, "artifacts/deploy/overlays/ha")
+		dirs := []string{filepath.Join(root, "artifacts/deploy/overlays/dev"), filepath.Join(root, "artifacts/deploy/overlays/production"), certDir, haDir}
 		for _, k := range []cluster.Kubectl{bare.KubectlBuilt(), mustSystemKubectl(t, bare)} {
 			for _, dir := range dirs {
 				out := dryRunKustomize(t, bare, k, dir)
@@ -457,6 +552,18 @@ func TestKustomizeDryRunServer(t *testing.T) {
 						}
 					}
 				}
+				if dir == haDir {
+					for _, want := range []string{
+						"statefulset.apps/flock-apiserver created (server dry run)",
+						"service/flock-apiserver-etcd created (server dry run)",
+						"poddisruptionbudget.policy/flock-apiserver created (server dry run)",
+						"priorityclass.scheduling.k8s.io/flock-apiserver-critical created (server dry run)",
+					} {
+						if !strings.Contains(out, want) {
+							t.Errorf("%s (%s): dry run lacks %q:\n%s", dir, k.Name, want, out)
+						}
+					}
+				}
 				if dir == certDir && !strings.Contains(out, "secret/flock-apiserver-serving-cert created (server dry run)") {
 					t.Errorf("%s (%s): dry run lacks the serving certificate Secret:\n%s", dir, k.Name, out)
 				}
@@ -465,6 +572,9 @@ func TestKustomizeDryRunServer(t *testing.T) {
 		// Nothing was created.
 		if _, err := bare.Kube.AppsV1().Deployments(cluster.FlockNamespace).Get(ctxFor(t), "flock-apiserver", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("the dry runs created Deployment flock-apiserver (get: %v)", err)
+		}
+		if _, err := bare.Kube.AppsV1().StatefulSets(cluster.FlockNamespace).Get(ctxFor(t), "flock-apiserver", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the dry runs created StatefulSet flock-apiserver (get: %v)", err)
 		}
 		if _, err := bare.Kube.SchedulingV1().PriorityClasses().Get(ctxFor(t), "flock-apiserver-critical", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("the dry runs created PriorityClass flock-apiserver-critical (get: %v)", err)

@@ -220,7 +220,7 @@ Try:
   kubectl get flocks -A
 %s
 kube-apiserver:  %s
-flock-apiserver: %s (direct; needs a client certificate)%s
+flock-apiserver: %s%s
 cluster DNS:     %s
 nodes:           %s
 real nodes:      %s
@@ -231,16 +231,17 @@ Press Ctrl-C to stop everything.
 		dnsExample(c), c.KubeAPIServerURL, c.FlockAPIServerURL, haSummary(c), dnsSummary(c), strings.Join(c.NodeNames, " "), realSummary(c), rel(c.LogDir()))
 }
 
-// haSummary lists the replicas of HA mode behind HAProxy, if any.
+// haSummary says what the flock-apiserver URL is: the server itself, or
+// HAProxy in front of the replicas of HA mode, listed.
 func haSummary(c *cluster.Cluster) string {
 	var b strings.Builder
 	for _, r := range c.Replicas() {
 		fmt.Fprintf(&b, "\n  replica %s:   %s, etcd member %s, data %s", r.Name, r.URL, r.EtcdURL, r.DataDir)
 	}
 	if b.Len() == 0 {
-		return ""
+		return " (direct; needs a client certificate)"
 	}
-	return " = HAProxy (health-checks /readyz) in front of" + b.String()
+	return " (HAProxy, health-checking /readyz, in front of the replicas; each needs a client certificate)" + b.String()
 }
 
 // realSummary lists the real nodes with their address, and where members'
