@@ -45,7 +45,7 @@ type embeddedController struct {
 	config     ControllerConfig
 	controller *flockcontroller.Controller
 	// budgets keeps every Flock's PodDisruptionBudget.
-	budgets *flockcontroller.DisruptionBudgetController
+	budgets    *flockcontroller.DisruptionBudgetController
 	kubeClient kubernetes.Interface
 	// informers are the controller's own, on the core cluster.
 	informers kubeinformers.SharedInformerFactory
