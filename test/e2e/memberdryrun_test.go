@@ -263,3 +263,58 @@ func TestMemberDryRunCost(t *testing.T) {
 		t.Errorf("dry-run creates stored Flocks: %v %v", got, err)
 	}
 }
+
+// restrictedPod and restrictedContainer make a template Pod Security
+// restricted allows.
+const (
+	restrictedPod       = "      securityContext:\n        runAsNonRoot: true\n        runAsUser: 65532\n        seccompProfile:\n          type: RuntimeDefault\n"
+	restrictedContainer = "        securityContext:\n          allowPrivilegeEscalation: false\n          capabilities:\n            drop: [ALL]\n"
+)
+
+// A compliant Flock in a namespace enforcing restricted is accepted without
+// a warning and runs: its member pods, data volume included, pass the
+// cluster's rules when the controller creates them, not only in the dry-run.
+func TestMemberDryRunRestrictedRuns(t *testing.T) {
+	ns := labeledNamespace(t, map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted",
+		"pod-security.kubernetes.io/warn":    "restricted",
+	})
+	forEachKubectl(t, func(t *testing.T, k cluster.Kubectl) {
+		name := "strict-" + k.Name
+		res := kubectlInputStderr(t, k, flockManifestWith(name, ns, 2, restrictedPod, restrictedContainer), "apply", "-f", "-")
+		if !strings.Contains(res.Stdout, "flock.flock.dev/"+name+" created") || strings.Contains(res.Stderr, "Warning") {
+			t.Errorf("apply in the restricted namespace printed %q, stderr %q", res.Stdout, res.Stderr)
+		}
+		waitFlockAvailable(t, ns, name)
+		ctlDeleteFlock(t, ns, name, false)
+	})
+}
+
+// An update that changes the template is dry-run too: in a namespace
+// enforcing baseline, turning a running Flock's container privileged is
+// refused at apply with the Pod Security message and the stored Flock keeps
+// its template; a scale (no template change) is not dry-run and passes.
+func TestMemberDryRunOnUpdate(t *testing.T) {
+	ns := labeledNamespace(t, map[string]string{"pod-security.kubernetes.io/enforce": "baseline"})
+	forEachKubectl(t, func(t *testing.T, k cluster.Kubectl) {
+		name := "upd-" + k.Name
+		kubectlInput(t, k, flockManifestWith(name, ns, 1, "", ""), "apply", "-f", "-")
+		before := waitFlockAvailable(t, ns, name)
+
+		res := kubectlFails(t, k, flockManifestWith(name, ns, 1, "", "        securityContext:\n          privileged: true\n"), "apply", "-f", "-")
+		expectStderr(t, res, "(Forbidden)", fmt.Sprintf(`flocks.flock.dev %q is forbidden`, name),
+			`violates PodSecurity "baseline:latest": privileged (container "app" must not set securityContext.privileged=true)`)
+		after, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctxFor(t), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Generation != before.Generation || after.Spec.Template.Spec.Containers[0].SecurityContext != nil {
+			t.Errorf("after a refused update: generation %d -> %d, securityContext %+v; want the stored Flock unchanged",
+				before.Generation, after.Generation, after.Spec.Template.Spec.Containers[0].SecurityContext)
+		}
+		if out := kubectl(t, k, "scale", "fl/"+name, "-n", ns, "--replicas=2"); !strings.Contains(out, "scaled") {
+			t.Errorf("scale printed %q", out)
+		}
+		ctlDeleteFlock(t, ns, name, false)
+	})
+}
