@@ -38,8 +38,9 @@ const lcTimeout = 120 * time.Second
 const lcPoolLabel = "flock.dev/e2e-pool"
 
 // lcNodes adds n kwok nodes labelled with a pool of their own, named after
-// the namespace, and returns their names; they are deleted when the test
-// ends (unless the test deleted them).
+// the namespace, waits until they can take members, and returns their
+// names; they are deleted when the test ends (unless the test deleted
+// them).
 func lcNodes(t *testing.T, ns string, n int) []string {
 	t.Helper()
 	var names []string
@@ -48,6 +49,22 @@ func lcNodes(t *testing.T, ns string, n int) []string {
 		addNode(t, name, map[string]string{lcPoolLabel: ns}, nil)
 		names = append(names, name)
 	}
+	// Until the node lifecycle controller lifts the not-ready taint of a
+	// new node, the capacity check does not count it.
+	eventually(t, lcTimeout, fmt.Sprintf("nodes %v without the not-ready taint", names), func(ctx context.Context) error {
+		for _, name := range names {
+			node, err := env.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for _, taint := range node.Spec.Taints {
+				if taint.Key == corev1.TaintNodeNotReady {
+					return fmt.Errorf("node %s has taint %s", name, taint.ToString())
+				}
+			}
+		}
+		return nil
+	})
 	return names
 }
 
