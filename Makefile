@@ -5,7 +5,7 @@ GO ?= go
 BIN := $(CURDIR)/_output/bin
 GOTEST_FLAGS ?=
 
-.PHONY: all build tools doctor test test-unit test-integration test-e2e test-e2e-real bench \
+.PHONY: all build tools doctor test test-unit test-integration test-e2e test-e2e-real bench bench-e2e \
 	image verify verify-codegen verify-gofmt verify-vet verify-mod \
 	update update-codegen update-gofmt update-mod local-up clean
 
@@ -64,6 +64,13 @@ test-e2e-real: tools build
 ## bench: benchmarks, each reported next to an anchor from the same run
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+
+## bench-e2e: Flock against a CRD of its shape and StatefulSets on the local
+## control plane; prints a table with ratios, raw JSON in _output/bench-e2e.json.
+## Not part of `make test`. BENCH_FLAGS=-smoke for a tiny run, -scale=1000 for the full one.
+BENCH_FLAGS ?=
+bench-e2e: tools build
+	$(GO) run ./test/bench $(BENCH_FLAGS)
 
 ## local-up: a real local control plane with flock-apiserver registered
 local-up: tools build

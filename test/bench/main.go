@@ -1,0 +1,695 @@
+// Command bench (`make bench-e2e`) measures Flock against the built-ins on
+// the project's local control plane (issue 17): API throughput and latency
+// for a CRD of the same shape as a Flock, StatefulSets (replicas 0), Flocks
+// through the aggregator and Flocks straight at flock-apiserver; then the
+// time from create to all members Ready for Flocks and StatefulSets; then
+// each process's peak RSS. It prints one table with ratios and writes the
+// raw results as JSON. It is a measurement, not a pass/fail test: timings
+// on a shared machine are noisy, so compare the ratios of one run.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
+	flockclient "flock.dev/flock/pkg/generated/clientset/versioned"
+	"flock.dev/flock/test/cluster"
+)
+
+// Sizes and rates; flags.
+var (
+	outPath    = flag.String("out", "_output/bench-e2e.json", "where the raw results go (JSON)")
+	workDir    = flag.String("workdir", "", "the control plane's work directory (default: a temporary one)")
+	createN    = flag.Int("create", 200, "objects created per create case")
+	getN       = flag.Int("get", 1000, "GETs in the get case")
+	listSize   = flag.Int("list", 2000, "objects in the LIST case")
+	watchN     = flag.Int("watch", 20, "create->watch samples")
+	scaleN     = flag.Int("scale", 100, "the scale case: N nodes and N objects x 3 members (the issue's full size is 1000)")
+	controlQPS = flag.Int("controller-qps", 200, "client QPS of both the Flock controller and kube-controller-manager (burst 2x)")
+	smoke      = flag.Bool("smoke", false, "tiny sizes (CI smoke): checks the bench runs, numbers mean little")
+)
+
+// clientQPS is the benchmark clients' rate limit, the same for every
+// target and high enough not to limit them.
+const clientQPS = 5000
+
+// row is one measured value for each target of a case.
+type row struct {
+	Case   string             `json:"case"`
+	Unit   string             `json:"unit"`
+	Higher bool               `json:"higherIsBetter"`
+	Values map[string]float64 `json:"values"`
+}
+
+// results is what the JSON file holds.
+type results struct {
+	Started       time.Time          `json:"started"`
+	Machine       string             `json:"machine"`
+	ClientQPS     int                `json:"clientQPS"`
+	ControllerQPS int                `json:"controllerQPS"`
+	API           []row              `json:"api"`
+	Ready         []row              `json:"ready"`
+	PeakRSSMiB    map[string]float64 `json:"peakRSSMiB"`
+}
+
+func main() {
+	flag.Parse()
+	if *smoke {
+		*createN, *getN, *listSize, *watchN, *scaleN = 20, 50, 50, 3, 0
+	}
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	ctx := context.Background()
+	root, err := cluster.FindRepoRoot()
+	if err != nil {
+		return err
+	}
+	dir := *workDir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "flock-bench-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	}
+	qps := strconv.Itoa(*controlQPS)
+	burst := strconv.Itoa(2 * *controlQPS)
+	fmt.Fprintln(os.Stderr, "bench-e2e: bringing up the local control plane in", dir)
+	c, err := cluster.Up(ctx, cluster.Options{
+		BinDir: filepath.Join(root, "_output", "bin"), WorkDir: dir, RepoRoot: root,
+		Nodes: 50, WithoutDNS: true,
+		FlockArgs:             []string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst},
+		ControllerManagerArgs: []string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst},
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Down()
+
+	res := &results{Started: time.Now().UTC(), Machine: machine(), ClientQPS: clientQPS, ControllerQPS: *controlQPS}
+	targets, err := newTargets(ctx, c)
+	if err != nil {
+		return err
+	}
+	if res.API, err = apiCases(ctx, c, targets); err != nil {
+		return err
+	}
+	if res.Ready, err = readyCases(ctx, c); err != nil {
+		return err
+	}
+	res.PeakRSSMiB = peakRSS(c)
+
+	printTable(res)
+	data, _ := json.MarshalIndent(res, "", "  ")
+	if err := os.MkdirAll(filepath.Dir(*outPath), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(*outPath, data, 0o644)
+}
+
+// machine describes where the numbers come from.
+func machine() string {
+	model := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %d CPUs (%s/%s, %s)", model, runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version())
+}
+
+// The four API targets, in the table's column order.
+const (
+	tCRD       = "CRD"
+	tSTS       = "StatefulSet"
+	tFlockAgg  = "Flock via aggregator"
+	tFlockDirs = "Flock direct"
+)
+
+var targetOrder = []string{tCRD, tSTS, tFlockAgg, tFlockDirs}
+
+// target is one kind of object behind one endpoint.
+type target struct {
+	create func(ctx context.Context, ns, name string) error
+	get    func(ctx context.Context, ns, name string) error
+	list   func(ctx context.Context, ns string) (int, error)
+	watch  func(ctx context.Context, ns string) (watch.Interface, error)
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "bench.flock.dev", Version: "v1", Resource: "flockalikes"}
+
+func fast(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = clientQPS, 2*clientQPS
+	return cfg
+}
+
+// benchFlock is a Flock of replicas members whose JSON is about 2 KiB.
+func benchFlock(ns, name string, replicas int32, policy flockv1alpha1.PodManagementPolicyType) *flockv1alpha1.Flock {
+	labels := map[string]string{"app": name}
+	return &flockv1alpha1.Flock{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{"bench/pad": strings.Repeat("x", 1500)}},
+		Spec: flockv1alpha1.FlockSpec{
+			Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			PodManagementPolicy: policy,
+			Template:            podTemplate(labels),
+		},
+	}
+}
+
+// benchStatefulSet is the StatefulSet of the same shape.
+func benchStatefulSet(ns, name string, replicas int32, policy appsv1.PodManagementPolicyType) *appsv1.StatefulSet {
+	labels := map[string]string{"app": name}
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{"bench/pad": strings.Repeat("x", 1500)}},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &replicas, Selector: &metav1.LabelSelector{MatchLabels: labels},
+			ServiceName: name, PodManagementPolicy: policy,
+			Template: podTemplate(labels),
+		},
+	}
+}
+
+func podTemplate(labels map[string]string) corev1.PodTemplateSpec {
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "app", Image: "busybox:1.36", Command: []string{"sleep", "infinity"},
+		}}},
+	}
+}
+
+func newTargets(ctx context.Context, c *cluster.Cluster) (map[string]target, error) {
+	agg := fast(c.RESTConfig)
+	direct := rest.CopyConfig(agg)
+	direct.Host = c.FlockAPIServerURL
+	kube, err := kubernetes.NewForConfig(agg)
+	if err != nil {
+		return nil, err
+	}
+	fAgg, err := flockclient.NewForConfig(agg)
+	if err != nil {
+		return nil, err
+	}
+	fDirect, err := flockclient.NewForConfig(direct)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(agg)
+	if err != nil {
+		return nil, err
+	}
+	if err := installCRD(ctx, agg); err != nil {
+		return nil, err
+	}
+	flockTarget := func(fc flockclient.Interface) target {
+		return target{
+			create: func(ctx context.Context, ns, name string) error {
+				_, err := fc.FlockV1alpha1().Flocks(ns).Create(ctx, benchFlock(ns, name, 0, ""), metav1.CreateOptions{})
+				return err
+			},
+			get: func(ctx context.Context, ns, name string) error {
+				_, err := fc.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
+				return err
+			},
+			list: func(ctx context.Context, ns string) (int, error) {
+				l, err := fc.FlockV1alpha1().Flocks(ns).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return 0, err
+				}
+				return len(l.Items), nil
+			},
+			watch: func(ctx context.Context, ns string) (watch.Interface, error) {
+				return fc.FlockV1alpha1().Flocks(ns).Watch(ctx, metav1.ListOptions{})
+			},
+		}
+	}
+	return map[string]target{
+		tCRD: {
+			create: func(ctx context.Context, ns, name string) error {
+				_, err := dyn.Resource(crdGVR).Namespace(ns).Create(ctx, crdObject(ns, name), metav1.CreateOptions{})
+				return err
+			},
+			get: func(ctx context.Context, ns, name string) error {
+				_, err := dyn.Resource(crdGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+				return err
+			},
+			list: func(ctx context.Context, ns string) (int, error) {
+				l, err := dyn.Resource(crdGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return 0, err
+				}
+				return len(l.Items), nil
+			},
+			watch: func(ctx context.Context, ns string) (watch.Interface, error) {
+				return dyn.Resource(crdGVR).Namespace(ns).Watch(ctx, metav1.ListOptions{})
+			},
+		},
+		tSTS: {
+			create: func(ctx context.Context, ns, name string) error {
+				_, err := kube.AppsV1().StatefulSets(ns).Create(ctx, benchStatefulSet(ns, name, 0, ""), metav1.CreateOptions{})
+				return err
+			},
+			get: func(ctx context.Context, ns, name string) error {
+				_, err := kube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+				return err
+			},
+			list: func(ctx context.Context, ns string) (int, error) {
+				l, err := kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return 0, err
+				}
+				return len(l.Items), nil
+			},
+			watch: func(ctx context.Context, ns string) (watch.Interface, error) {
+				return kube.AppsV1().StatefulSets(ns).Watch(ctx, metav1.ListOptions{})
+			},
+		},
+		tFlockAgg:  flockTarget(fAgg),
+		tFlockDirs: flockTarget(fDirect),
+	}, nil
+}
+
+// crdObject is a Flock's body under the CRD's group and kind.
+func crdObject(ns, name string) *unstructured.Unstructured {
+	data, _ := json.Marshal(benchFlock(ns, name, 0, ""))
+	obj := map[string]any{}
+	_ = json.Unmarshal(data, &obj)
+	u := &unstructured.Unstructured{Object: obj}
+	u.SetAPIVersion("bench.flock.dev/v1")
+	u.SetKind("Flockalike")
+	return u
+}
+
+// installCRD installs flockalikes.bench.flock.dev: a Flock's shape (spec
+// and status subresource; the schema keeps unknown fields, as Flock's
+// validation is in code) and waits until it is served.
+func installCRD(ctx context.Context, cfg *rest.Config) error {
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	open := map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1",
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": crdGVR.Resource + "." + crdGVR.Group},
+		"spec": map[string]any{
+			"group": crdGVR.Group, "scope": "Namespaced",
+			"names": map[string]any{"plural": "flockalikes", "singular": "flockalike", "kind": "Flockalike", "listKind": "FlockalikeList"},
+			"versions": []any{map[string]any{
+				"name": "v1", "served": true, "storage": true,
+				"subresources": map[string]any{"status": map[string]any{}},
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{
+					"type":       "object",
+					"properties": map[string]any{"spec": open, "status": open},
+				}},
+			}},
+		},
+	}}
+	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	if _, err := dyn.Resource(crds).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for range 300 {
+		if _, err = dyn.Resource(crdGVR).Namespace("default").List(ctx, metav1.ListOptions{}); err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("CRD not served: %w", err)
+}
+
+// parallel runs n calls of fn with c workers and returns calls per second.
+func parallel(n, c int, fn func(i int) error) (float64, error) {
+	var next atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range c {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n {
+					return
+				}
+				if err := fn(i); err != nil {
+					firstErr.CompareAndSwap(nil, err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := firstErr.Load().(error); err != nil {
+		return 0, err
+	}
+	return float64(n) / time.Since(start).Seconds(), nil
+}
+
+func newNamespace(ctx context.Context, c *cluster.Cluster, name string) error {
+	_, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	return err
+}
+
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	return xs[len(xs)/2]
+}
+
+// apiCases measures create, get, LIST and create->watch for each target,
+// the targets taking turns within each case.
+func apiCases(ctx context.Context, c *cluster.Cluster, targets map[string]target) ([]row, error) {
+	var rows []row
+	for _, conc := range []int{1, 16, 64} {
+		r := row{Case: fmt.Sprintf("create c=%d", conc), Unit: "obj/s", Higher: true, Values: map[string]float64{}}
+		for ti, name := range targetOrder {
+			ns := fmt.Sprintf("create-%d-%d", conc, ti)
+			if err := newNamespace(ctx, c, ns); err != nil {
+				return nil, err
+			}
+			t := targets[name]
+			v, err := parallel(*createN, conc, func(i int) error { return t.create(ctx, ns, fmt.Sprintf("o-%d", i)) })
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", r.Case, name, err)
+			}
+			r.Values[name] = v
+		}
+		rows = append(rows, r)
+		fmt.Fprintf(os.Stderr, "bench-e2e: %s done\n", r.Case)
+	}
+
+	get := row{Case: "get c=16", Unit: "req/s", Higher: true, Values: map[string]float64{}}
+	list := row{Case: fmt.Sprintf("LIST %d, p50", *listSize), Unit: "ms", Values: map[string]float64{}}
+	lat := row{Case: "create->watch, p50", Unit: "ms", Values: map[string]float64{}}
+	for ti, name := range targetOrder {
+		t := targets[name]
+		ns := fmt.Sprintf("list-%d", ti)
+		if err := newNamespace(ctx, c, ns); err != nil {
+			return nil, err
+		}
+		if _, err := parallel(*listSize, 16, func(i int) error { return t.create(ctx, ns, fmt.Sprintf("o-%d", i)) }); err != nil {
+			return nil, fmt.Errorf("filling %s: %w", name, err)
+		}
+		v, err := parallel(*getN, 16, func(i int) error { return t.get(ctx, ns, fmt.Sprintf("o-%d", i%*listSize)) })
+		if err != nil {
+			return nil, fmt.Errorf("get %s: %w", name, err)
+		}
+		get.Values[name] = v
+		var times []float64
+		for range 5 {
+			start := time.Now()
+			n, err := t.list(ctx, ns)
+			if err != nil || n != *listSize {
+				return nil, fmt.Errorf("list %s: %d objects, %v", name, n, err)
+			}
+			times = append(times, float64(time.Since(start).Microseconds())/1000)
+		}
+		list.Values[name] = median(times)
+
+		wns := fmt.Sprintf("watch-%d", ti)
+		if err := newNamespace(ctx, c, wns); err != nil {
+			return nil, err
+		}
+		w, err := t.watch(ctx, wns)
+		if err != nil {
+			return nil, err
+		}
+		times = nil
+		for i := range *watchN {
+			obj := fmt.Sprintf("w-%d", i)
+			start := time.Now()
+			if err := t.create(ctx, wns, obj); err != nil {
+				w.Stop()
+				return nil, err
+			}
+			if err := awaitAdded(w, obj); err != nil {
+				w.Stop()
+				return nil, fmt.Errorf("watch %s: %w", name, err)
+			}
+			times = append(times, float64(time.Since(start).Microseconds())/1000)
+		}
+		w.Stop()
+		lat.Values[name] = median(times)
+	}
+	fmt.Fprintln(os.Stderr, "bench-e2e: get, LIST and watch done")
+	return append(rows, get, list, lat), nil
+}
+
+func awaitAdded(w watch.Interface, name string) error {
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return fmt.Errorf("watch closed")
+			}
+			if m, err := metaName(ev.Object); err == nil && ev.Type == watch.Added && m == name {
+				return nil
+			}
+		case <-timeout:
+			return fmt.Errorf("no ADDED event for %s in 30s", name)
+		}
+	}
+}
+
+func metaName(obj any) (string, error) {
+	if m, ok := obj.(metav1.Object); ok {
+		return m.GetName(), nil
+	}
+	return "", fmt.Errorf("not an object: %T", obj)
+}
+
+// readyTimes are the two times to readiness of one run.
+type readyTimes struct{ pods, status time.Duration }
+
+// readyCases measures create -> all members Ready (pods Ready, and
+// status.readyReplicas) for StatefulSets and Flocks.
+func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, error) {
+	type readyCase struct {
+		name      string
+		objects   int
+		members   int32
+		ordered   bool
+		nodeCount int
+	}
+	cases := []readyCase{
+		{name: "5 members Parallel", objects: 1, members: 5},
+		{name: "5 members OrderedReady", objects: 1, members: 5, ordered: true},
+		{name: "50 x 3 Parallel, 50 nodes", objects: 50, members: 3},
+	}
+	if *scaleN > 0 {
+		cases = append(cases, readyCase{name: fmt.Sprintf("%d x 3 Parallel, %d nodes", *scaleN, max(*scaleN, 50)), objects: *scaleN, members: 3, nodeCount: *scaleN})
+	}
+	kube, err := kubernetes.NewForConfig(fast(c.RESTConfig))
+	if err != nil {
+		return nil, err
+	}
+	fc, err := flockclient.NewForConfig(fast(c.RESTConfig))
+	if err != nil {
+		return nil, err
+	}
+	var rows []row
+	for ci, rc := range cases {
+		for i := len(c.NodeNames); i < rc.nodeCount; i++ {
+			if _, err := c.AddNode(ctx, fmt.Sprintf("scale-%d", i), nil, nil); err != nil {
+				return nil, fmt.Errorf("adding node %d: %w", i, err)
+			}
+		}
+		pods := row{Case: "ready: " + rc.name, Unit: "ms", Values: map[string]float64{}}
+		status := row{Case: "readyReplicas: " + rc.name, Unit: "ms", Values: map[string]float64{}}
+		for _, kind := range []string{tSTS, "Flock"} {
+			ns := fmt.Sprintf("ready-%d-%s", ci, strings.ToLower(kind))
+			if err := newNamespace(ctx, c, ns); err != nil {
+				return nil, err
+			}
+			create := func(i int) error {
+				name := fmt.Sprintf("r-%d", i)
+				if kind == tSTS {
+					policy := appsv1.ParallelPodManagement
+					if rc.ordered {
+						policy = appsv1.OrderedReadyPodManagement
+					}
+					_, err := kube.AppsV1().StatefulSets(ns).Create(ctx, benchStatefulSet(ns, name, rc.members, policy), metav1.CreateOptions{})
+					return err
+				}
+				policy := flockv1alpha1.ParallelPodManagement
+				if rc.ordered {
+					policy = flockv1alpha1.OrderedReadyPodManagement
+				}
+				_, err := fc.FlockV1alpha1().Flocks(ns).Create(ctx, benchFlock(ns, name, rc.members, policy), metav1.CreateOptions{})
+				return err
+			}
+			readyReplicas := func() (int32, error) {
+				var sum int32
+				if kind == tSTS {
+					l, err := kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
+					if err != nil {
+						return 0, err
+					}
+					for _, s := range l.Items {
+						sum += s.Status.ReadyReplicas
+					}
+					return sum, nil
+				}
+				l, err := fc.FlockV1alpha1().Flocks(ns).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return 0, err
+				}
+				for _, f := range l.Items {
+					sum += f.Status.ReadyReplicas
+				}
+				return sum, nil
+			}
+			t, err := timeToReady(ctx, kube, ns, rc.objects, rc.members, create, readyReplicas)
+			if err != nil {
+				return nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
+			}
+			pods.Values[kind] = float64(t.pods.Milliseconds())
+			status.Values[kind] = float64(t.status.Milliseconds())
+		}
+		rows = append(rows, pods, status)
+		fmt.Fprintf(os.Stderr, "bench-e2e: %s done\n", rc.name)
+	}
+	return rows, nil
+}
+
+// timeToReady creates objects (16 at a time) and polls until every member
+// pod is Ready and the objects' readyReplicas add up.
+func timeToReady(ctx context.Context, kube kubernetes.Interface, ns string, objects int, members int32,
+	create func(i int) error, readyReplicas func() (int32, error)) (readyTimes, error) {
+	want := int32(objects) * members
+	start := time.Now()
+	if _, err := parallel(objects, 16, create); err != nil {
+		return readyTimes{}, err
+	}
+	var out readyTimes
+	deadline := start.Add(10 * time.Minute)
+	for out.pods == 0 || out.status == 0 {
+		if time.Now().After(deadline) {
+			return out, fmt.Errorf("not ready after 10 minutes (pods at %v, status at %v)", out.pods, out.status)
+		}
+		if out.pods == 0 {
+			l, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return out, err
+			}
+			var ready int32
+			for _, p := range l.Items {
+				for _, cond := range p.Status.Conditions {
+					if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
+						ready++
+					}
+				}
+			}
+			if ready == want {
+				out.pods = time.Since(start)
+			}
+		}
+		if out.status == 0 {
+			n, err := readyReplicas()
+			if err != nil {
+				return out, err
+			}
+			if n == want {
+				out.status = time.Since(start)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return out, nil
+}
+
+// peakRSS reads each control-plane process's peak resident set (VmHWM).
+func peakRSS(c *cluster.Cluster) map[string]float64 {
+	out := map[string]float64{}
+	for _, p := range c.Processes() {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.PID()))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+				kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
+				out[p.Name] = kb / 1024
+			}
+		}
+	}
+	return out
+}
+
+// printTable prints the run's results with ratios against the anchor of
+// each table (the CRD for the API, the StatefulSet for readiness).
+func printTable(res *results) {
+	fmt.Printf("Flock bench-e2e, %s\nMachine: %s\n", res.Started.Format(time.RFC3339), res.Machine)
+	fmt.Printf("Client QPS %d (burst %d) for every target; Flock controller and kube-controller-manager both at --kube-api-qps=%d --kube-api-burst=%d.\n\n",
+		res.ClientQPS, 2*res.ClientQPS, res.ControllerQPS, 2*res.ControllerQPS)
+	fmt.Printf("| | %s |\n|---|---|---|---|---|\n", strings.Join(targetOrder, " | "))
+	for _, r := range res.API {
+		cells := []string{r.Case + ", " + r.Unit}
+		for _, t := range targetOrder {
+			cells = append(cells, cell(r, t, tCRD))
+		}
+		fmt.Printf("| %s |\n", strings.Join(cells, " | "))
+	}
+	fmt.Printf("\n| create -> | StatefulSet | Flock (ratio: Flock/StatefulSet time) |\n|---|---|---|\n")
+	for _, r := range res.Ready {
+		fmt.Printf("| %s, ms | %.0f | %.0f (%.2f) |\n", r.Case, r.Values[tSTS], r.Values["Flock"], r.Values["Flock"]/r.Values[tSTS])
+	}
+	fmt.Printf("\nPeak RSS (MiB):")
+	names := make([]string, 0, len(res.PeakRSSMiB))
+	for n := range res.PeakRSSMiB {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		fmt.Printf(" %s %.0f;", n, res.PeakRSSMiB[n])
+	}
+	fmt.Println()
+}
+
+// cell formats a value and, for targets other than the anchor, its ratio
+// to the anchor (>1 means better than the anchor).
+func cell(r row, t, anchor string) string {
+	v := r.Values[t]
+	s := fmt.Sprintf("%.0f", v)
+	if v < 100 && !r.Higher {
+		s = fmt.Sprintf("%.1f", v)
+	}
+	if t == anchor || r.Values[anchor] == 0 || v == 0 {
+		return s
+	}
+	ratio := v / r.Values[anchor]
+	if !r.Higher {
+		ratio = r.Values[anchor] / v
+	}
+	return fmt.Sprintf("%s (%.2f×)", s, ratio)
+}
