@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -128,7 +129,16 @@ func (e *embeddedController) start(hookCtx genericapiserver.PostStartHookContext
 		e.broadcast.Shutdown()
 	}()
 
+	// run runs the controller for one leadership term; terms is held
+	// while it runs, so that a new term starts only once the last one's
+	// workers have stopped.
+	var terms sync.Mutex
 	run := func(ctx context.Context) {
+		terms.Lock()
+		defer terms.Unlock()
+		if ctx.Err() != nil {
+			return // the term ended before the last one finished
+		}
 		go flockcontroller.EnsureLocalStorageClass(ctx, e.kubeClient)
 		go e.budgets.Run(ctx, 1)
 		e.controller.Run(ctx, e.config.Options.Workers)
@@ -162,11 +172,10 @@ func (e *embeddedController) start(hookCtx genericapiserver.PostStartHookContext
 				if ctx.Err() != nil {
 					return // the server is stopping
 				}
-				// Another replica may already act on Flocks: stop at once,
-				// as kube-controller-manager does, and let the restart
-				// campaign again with fresh caches.
-				logger.Error(nil, "Lost the Flock controller lease; exiting", "identity", id)
-				klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+				// Another replica may already act on Flocks: the
+				// controller stopped with the term's context; the API
+				// keeps serving, and campaign campaigns again.
+				logger.Error(nil, "Lost the Flock controller lease; the controller stopped, campaigning again", "identity", id)
 			},
 			OnNewLeader: func(identity string) {
 				if identity != id {
@@ -178,6 +187,19 @@ func (e *embeddedController) start(hookCtx genericapiserver.PostStartHookContext
 	if err != nil {
 		return err
 	}
-	go elector.Run(ctx)
+	go campaign(ctx, elector, le.RetryPeriod.Duration)
 	return nil
+}
+
+// campaign runs elector until ctx is done: each Run campaigns for the lease
+// and returns when a term ends (its context, the controller's, cancelled);
+// after one retry period it campaigns again.
+func campaign(ctx context.Context, elector *leaderelection.LeaderElector, retry time.Duration) {
+	for ctx.Err() == nil {
+		elector.Run(ctx)
+		select {
+		case <-ctx.Done():
+		case <-time.After(retry):
+		}
+	}
 }

@@ -8,10 +8,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -246,4 +249,110 @@ func leaderMatchAll(re *regexp.Regexp, s string) []string {
 		out = append(out, m[1])
 	}
 	return out
+}
+
+// A leader hung longer than its lease (SIGSTOP, then SIGCONT) loses the
+// lease to the other server: it stops only its controller, keeps serving
+// the API, and campaigns again, leading once more when the other one goes.
+func TestControllerLeaseLostKeepsServing(t *testing.T) {
+	ctx := ctxFor(t)
+	etcd, err := env.StartEtcd(ctx, "etcd-lease-lost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := etcd.Stop(cluster.DefaultStopGrace); err != nil {
+			t.Error(err)
+		}
+	})
+	shared := []string{
+		"--etcd-servers=" + etcd.URL,
+		"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s",
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), leaderRestartTimeout)
+		defer cancel()
+		if _, err := env.RestartFlockAPIServer(ctx, flockArgs()); err != nil {
+			t.Errorf("restoring the main flock-apiserver: %v", err)
+		}
+	})
+	if err := env.FlockProcess().Stop(cluster.DefaultStopGrace); err != nil {
+		t.Fatal(err)
+	}
+	startCtx, cancel := context.WithTimeout(t.Context(), leaderRestartTimeout)
+	defer cancel()
+	a, err := env.StartExtraFlockAPIServer(startCtx, "flock-apiserver-lease-a", shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = a.Signal(syscall.SIGCONT)
+		_ = a.Stop(cluster.DefaultStopGrace)
+	})
+	idA := leaderWaitLog(t, a.LogFile, leaderBecameRE, 60*time.Second)
+	b, err := env.RestartFlockAPIServer(startCtx, append(flockArgs(), shared...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if led := leaderWaitLog(t, b.LogFile, leaderOtherRE, 60*time.Second); led != idA {
+		t.Fatalf("B reports leader %q, want A's %q", led, idA)
+	}
+
+	// A hangs for longer than the lease: B takes over.
+	if err := a.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	idB := leaderWaitLog(t, b.LogFile, leaderBecameRE, 60*time.Second)
+	if idB == idA {
+		t.Fatalf("B leads as A's identity %q", idA)
+	}
+	if err := a.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	lostRE := regexp.MustCompile(`"Lost the Flock controller lease; the controller stopped, campaigning again".* identity="([^"]+)"`)
+	if got := leaderWaitLog(t, a.LogFile, lostRE, 60*time.Second); got != idA {
+		t.Fatalf("A logged losing the lease as %q, want %q", got, idA)
+	}
+	leaderWaitLog(t, a.LogFile, regexp.MustCompile(`"(Shutting down Flock controller)"`), 30*time.Second)
+
+	// A keeps serving: it does not exit, and answers a list of Flocks.
+	client, err := env.HTTPClient(env.PKI.FrontProxyClient)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consistently(t, 5*time.Second, "A serves the API after losing the lease", func(ctx context.Context) error {
+		if a.Exited() {
+			return fmt.Errorf("A exited: %v\n%s", a.ExitErr(), a.LogTail(20))
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.URL+"/apis/flock.dev/v1alpha1/flocks", nil)
+		req.Header.Set("X-Remote-User", "admin")
+		req.Header.Set("X-Remote-Group", "system:masters")
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("list on A: %d %s", resp.StatusCode, body)
+		}
+		return nil
+	})
+	if holder := leaderLeaseHolder(t); holder != idB {
+		t.Errorf("Lease holder %q, want B's %q", holder, idB)
+	}
+
+	// A campaigns again: once B stops (releasing the lease), A leads.
+	if err := b.Stop(cluster.DefaultStopGrace); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "A leads again", func(context.Context) error {
+		if n := len(leaderBecameRE.FindAllString(leaderLogRun(t, a.LogFile), -1)); n != 2 {
+			return fmt.Errorf("A became leader %d times", n)
+		}
+		if holder := leaderLeaseHolder(t); holder != idA {
+			return fmt.Errorf("Lease holder %q, want A's %q", holder, idA)
+		}
+		return nil
+	})
 }

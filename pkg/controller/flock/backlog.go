@@ -52,7 +52,7 @@ func (c *Controller) watchBacklog(ctx context.Context, workers int) {
 	logger := klog.FromContext(ctx)
 	var b backlogTracker
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		depth := c.queue.Len()
+		depth := c.workQueue().Len()
 		if warn, since := b.observe(c.clock.Now(), depth); warn {
 			logger.Info("Warning: the Flock work queue stays behind; Flocks wait before they are synced. "+
 				"See workqueue_queue_duration_seconds{name=\"flock\"}; raise --kube-api-qps/--kube-api-burst or --workers if the core cluster allows",

@@ -173,7 +173,8 @@ func (c *Controller) HasSynced() bool {
 
 // Run waits for the caches to sync, then syncs Flocks with workers
 // goroutines (Options.Workers when workers <= 0) until ctx is done. It
-// blocks; a Controller is run once.
+// blocks. Runs follow each other (one per leadership term), never overlap:
+// each one after the first starts from every Flock in the cache.
 func (c *Controller) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrashWithContext(ctx)
 	logger := klog.FromContext(ctx)
@@ -182,10 +183,11 @@ func (c *Controller) Run(ctx context.Context, workers int) {
 	}
 	logger.Info("Starting Flock controller", "workers", workers)
 
+	q := c.newTerm()
 	var wg sync.WaitGroup
 	defer func() {
 		logger.Info("Shutting down Flock controller")
-		c.queue.ShutDown()
+		q.ShutDown()
 		wg.Wait()
 	}()
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.HasSynced) {
@@ -204,17 +206,17 @@ func (c *Controller) worker(ctx context.Context) {
 }
 
 func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, quit := c.queue.Get()
+	key, quit := c.workQueue().Get()
 	if quit {
 		return false
 	}
-	defer c.queue.Done(key)
+	defer c.workQueue().Done(key)
 	if err := c.sync(ctx, key); err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing Flock, requeuing", "key", key)
-		c.queue.AddRateLimited(key)
+		c.workQueue().AddRateLimited(key)
 		return true
 	}
-	c.queue.Forget(key)
+	c.workQueue().Forget(key)
 	return true
 }
 
@@ -255,7 +257,7 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 		setMemberMetrics(key, result.Members)
 	}
 	if result.RequeueAfter > 0 {
-		c.queue.AddAfter(key, result.RequeueAfter)
+		c.workQueue().AddAfter(key, result.RequeueAfter)
 	}
 	return err
 }

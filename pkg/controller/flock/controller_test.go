@@ -25,9 +25,9 @@ import (
 // drain returns the keys in the queue, without blocking.
 func drain(c *Controller) []string {
 	var keys []string
-	for c.queue.Len() > 0 {
-		k, _ := c.queue.Get()
-		c.queue.Done(k)
+	for c.workQueue().Len() > 0 {
+		k, _ := c.workQueue().Get()
+		c.workQueue().Done(k)
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)

@@ -27,11 +27,11 @@ func (c *Controller) enqueue(logger klog.Logger, obj any) {
 		utilruntime.HandleErrorWithLogger(logger, err, "Couldn't get key for object", "object", obj)
 		return
 	}
-	c.queue.Add(key)
+	c.workQueue().Add(key)
 }
 
 func (c *Controller) enqueueAfter(f *v1alpha1.Flock, d time.Duration) {
-	c.queue.AddAfter(cache.MetaObjectToName(f).String(), d)
+	c.workQueue().AddAfter(cache.MetaObjectToName(f).String(), d)
 }
 
 // resolveControllerRef returns the Flock a ControllerRef points to, or nil.
@@ -82,7 +82,7 @@ func (c *Controller) enqueueHelperOwner(pod *corev1.Pod) bool {
 func (c *Controller) enqueueLabelled(l map[string]string) {
 	ns, name := l[LabelFlockNamespace], l[v1alpha1.LabelFlockName]
 	if ns != "" && name != "" {
-		c.queue.Add(ns + "/" + name)
+		c.workQueue().Add(ns + "/" + name)
 	}
 }
 

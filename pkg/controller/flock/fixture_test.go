@@ -445,7 +445,7 @@ func newFixtureWithLogVerbosity(t *testing.T, verbosity int, nodeNames ...string
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(f.controller.queue.ShutDown)
+	t.Cleanup(f.controller.workQueue().ShutDown)
 	for _, n := range nodeNames {
 		f.addNode(newNode(n))
 	}

@@ -4,6 +4,9 @@
 package flock
 
 import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -25,8 +28,43 @@ type Controller struct {
 	serviceLister corelisters.ServiceLister
 
 	synced []cache.InformerSynced
-	queue  workqueue.TypedRateLimitingInterface[string]
 	clock  clock.Clock
+
+	// mu guards queue and terms.
+	mu sync.Mutex
+	// queue is the current term's workqueue: Run shuts it down when its
+	// term ends, and a later Run (a new leadership term) starts a new one.
+	queue workqueue.TypedRateLimitingInterface[string]
+	// terms counts the Runs started.
+	terms int
+}
+
+// workQueue returns the current term's workqueue.
+func (c *Controller) workQueue() workqueue.TypedRateLimitingInterface[string] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.queue
+}
+
+// newTerm prepares a Run: the first uses the queue the event handlers
+// have been filling since NewController; a later one (after a lost lease)
+// starts a fresh queue, as the last one was shut down, and enqueues every
+// Flock, since events in between were dropped.
+func (c *Controller) newTerm() workqueue.TypedRateLimitingInterface[string] {
+	c.mu.Lock()
+	c.terms++
+	if c.terms == 1 {
+		defer c.mu.Unlock()
+		return c.queue
+	}
+	q := newWorkQueue(c.flockLister)
+	c.queue = q
+	c.mu.Unlock()
+	flocks, _ := c.flockLister.List(labels.Everything())
+	for _, f := range flocks {
+		q.Add(cache.MetaObjectToName(f).String())
+	}
+	return q
 }
 
 // podControllerUIDIndex indexes pods by the UID of their Flock controller.
