@@ -535,37 +535,34 @@ func TestKustomizeDryRunServer(t *testing.T) {
 		if _, err := bare.Kube.CoreV1().Namespaces().Create(ctxFor(t), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cluster.FlockNamespace}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		haDir := filepath.Join(root, "artifacts/deploy/overlays/ha")
-		dirs := []string{filepath.Join(root, "artifacts/deploy/overlays/dev"), filepath.Join(root, "artifacts/deploy/overlays/production"), certDir, haDir}
+		devDir, prodDir, haDir := filepath.Join(root, "artifacts/deploy/overlays/dev"), filepath.Join(root, "artifacts/deploy/overlays/production"), filepath.Join(root, "artifacts/deploy/overlays/ha")
+		dryRun := func(kind, name string) string { return kind + "/" + name + " created (server dry run)" }
+		production := []string{
+			dryRun("deployment.apps", "flock-apiserver"),
+			dryRun("poddisruptionbudget.policy", "flock-apiserver"),
+			dryRun("priorityclass.scheduling.k8s.io", "flock-apiserver-critical"),
+			dryRun("apiservice.apiregistration.k8s.io", "v1alpha1.flock.dev"),
+		}
+		// What each overlay's dry run must show besides every object accepted.
+		wants := map[string][]string{
+			devDir:  nil,
+			prodDir: production,
+			certDir: append(slices.Clone(production), dryRun("secret", "flock-apiserver-serving-cert")),
+			haDir: {
+				dryRun("statefulset.apps", "flock-apiserver"),
+				dryRun("service", "flock-apiserver-etcd"),
+				dryRun("poddisruptionbudget.policy", "flock-apiserver"),
+				dryRun("priorityclass.scheduling.k8s.io", "flock-apiserver-critical"),
+				dryRun("apiservice.apiregistration.k8s.io", "v1alpha1.flock.dev"),
+			},
+		}
 		for _, k := range []cluster.Kubectl{bare.KubectlBuilt(), mustSystemKubectl(t, bare)} {
-			for _, dir := range dirs {
+			for _, dir := range []string{devDir, prodDir, certDir, haDir} {
 				out := dryRunKustomize(t, bare, k, dir)
-				if strings.Contains(dir, "production") || dir == certDir {
-					for _, want := range []string{
-						"deployment.apps/flock-apiserver created (server dry run)",
-						"poddisruptionbudget.policy/flock-apiserver created (server dry run)",
-						"priorityclass.scheduling.k8s.io/flock-apiserver-critical created (server dry run)",
-						"apiservice.apiregistration.k8s.io/v1alpha1.flock.dev created (server dry run)",
-					} {
-						if !strings.Contains(out, want) {
-							t.Errorf("%s (%s): dry run lacks %q:\n%s", dir, k.Name, want, out)
-						}
+				for _, want := range wants[dir] {
+					if !strings.Contains(out, want) {
+						t.Errorf("%s (%s): dry run lacks %q:\n%s", dir, k.Name, want, out)
 					}
-				}
-				if dir == haDir {
-					for _, want := range []string{
-						"statefulset.apps/flock-apiserver created (server dry run)",
-						"service/flock-apiserver-etcd created (server dry run)",
-						"poddisruptionbudget.policy/flock-apiserver created (server dry run)",
-						"priorityclass.scheduling.k8s.io/flock-apiserver-critical created (server dry run)",
-					} {
-						if !strings.Contains(out, want) {
-							t.Errorf("%s (%s): dry run lacks %q:\n%s", dir, k.Name, want, out)
-						}
-					}
-				}
-				if dir == certDir && !strings.Contains(out, "secret/flock-apiserver-serving-cert created (server dry run)") {
-					t.Errorf("%s (%s): dry run lacks the serving certificate Secret:\n%s", dir, k.Name, out)
 				}
 			}
 		}
