@@ -97,14 +97,20 @@ func TestHAEmbeddedEtcdCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Second)
-		created := load.stop()
-		t.Logf("load: %d creates and %d updates acknowledged, %d failed", len(created), load.updates.Load(), load.failed.Load())
-		if len(created) == 0 {
-			t.Fatal("no create acknowledged")
+		created, updated := load.stop()
+		t.Logf("load: %d creates and %d updates acknowledged, %d creates failed", len(created), len(updated), load.failed.Load())
+		if len(created) == 0 || len(updated) == 0 {
+			t.Fatal("no create or no update acknowledged")
 		}
 		for _, name := range created {
 			if _, err := c.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
 				t.Errorf("acknowledged create %s is not readable: %v", name, err)
+			}
+		}
+		for _, name := range updated {
+			f, err := c.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil || f.Labels["updated"] != "yes" {
+				t.Errorf("acknowledged update of %s is not readable (labels %v, err %v)", name, f.GetLabels(), err)
 			}
 		}
 		after := startedMembers(t, etcdClient)
@@ -203,12 +209,12 @@ func TestHAEmbeddedEtcdCluster(t *testing.T) {
 
 // haLoad creates and updates Flocks through kube-apiserver until stopped.
 type haLoad struct {
-	acked, updates, failed atomic.Int64
-	mu                     sync.Mutex
-	created                []string
-	last                   error
-	cancel                 context.CancelFunc
-	wg                     sync.WaitGroup
+	acked, failed    atomic.Int64
+	mu               sync.Mutex
+	created, updated []string
+	last             error
+	cancel           context.CancelFunc
+	wg               sync.WaitGroup
 }
 
 func startHALoad(c *cluster.Cluster, ns string) *haLoad {
@@ -229,7 +235,9 @@ func startHALoad(c *cluster.Cluster, ns string) *haLoad {
 					if gerr == nil {
 						f.Labels = map[string]string{"updated": "yes"}
 						if _, gerr = c.Flock.FlockV1alpha1().Flocks(ns).Update(rctx, f, metav1.UpdateOptions{}); gerr == nil {
-							l.updates.Add(1)
+							l.mu.Lock()
+							l.updated = append(l.updated, name)
+							l.mu.Unlock()
 						}
 					}
 				} else {
@@ -252,13 +260,14 @@ func (l *haLoad) lastErr() error {
 	return l.last
 }
 
-// stop ends the load and returns the names of the acknowledged creates.
-func (l *haLoad) stop() []string {
+// stop ends the load and returns the names of the Flocks whose create, and
+// whose update, was acknowledged.
+func (l *haLoad) stop() (created, updated []string) {
 	l.cancel()
 	l.wg.Wait()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.created
+	return l.created, l.updated
 }
 
 // haEtcdClient is a client of the HA cluster's etcd members.
