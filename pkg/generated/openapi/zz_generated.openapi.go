@@ -647,7 +647,7 @@ func schema_pkg_apis_flock_v1alpha1_FlockSpec(ref common.ReferenceCallback) comm
 				Properties: map[string]spec.Schema{
 					"replicas": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Replicas is the number of members. It may not exceed the number of eligible nodes (see placement); the API server refuses a Flock that the cluster cannot hold. Defaults to 1.",
+							Description: "Replicas is the number of members. It may not exceed the number of eligible nodes (see placement); the API server refuses a Flock that the cluster cannot hold. At most 500: status records every member, and a larger Flock's status (measured, with the longest names and its managedFields) could pass etcd's 1.5 MiB object limit. Defaults to 1.",
 							Type:        []string{"integer"},
 							Format:      "int32",
 						},

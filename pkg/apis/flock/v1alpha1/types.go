@@ -103,7 +103,9 @@ const (
 type FlockSpec struct {
 	// Replicas is the number of members. It may not exceed the number of
 	// eligible nodes (see placement); the API server refuses a Flock that the
-	// cluster cannot hold. Defaults to 1.
+	// cluster cannot hold. At most 500: status records every member, and a
+	// larger Flock's status (measured, with the longest names and its
+	// managedFields) could pass etcd's 1.5 MiB object limit. Defaults to 1.
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 

@@ -24,9 +24,13 @@ import (
 )
 
 const (
-	// MaxReplicas is the largest spec.replicas. Member ordinals run from 0 to
-	// replicas-1, so they have at most four digits.
-	MaxReplicas = 10000
+	// MaxReplicas is the largest spec.replicas: the Flock's status records
+	// every member (status.members, with its managedFields), and the whole
+	// object must stay well under etcd's 1.5 MiB request limit, or placement
+	// could never be recorded. Measured (TestMaxReplicasStatusFits): a
+	// member takes up to about 1.35 KB with the longest names, so 500
+	// members take at most 43% of the limit, 1000 already 85%.
+	MaxReplicas = 500
 
 	// maxOrdinalSuffix is the length of "-<ordinal>" for the largest ordinal.
 	maxOrdinalSuffix = 5
@@ -153,7 +157,7 @@ func validateFlockSpec(f *flock.Flock, oldTemplate *corev1.PodTemplateSpec, opts
 		allErrs = append(allErrs, apimachineryvalidation.ValidateNonnegativeField(int64(*spec.Replicas), replicasPath)...)
 	case *spec.Replicas > MaxReplicas:
 		allErrs = append(allErrs, field.Invalid(replicasPath, *spec.Replicas,
-			fmt.Sprintf("must be no more than %d, so that member pod names <name>-<ordinal> stay valid DNS labels", MaxReplicas)))
+			fmt.Sprintf("must be no more than %d: the status records every member, and a larger Flock's status could pass etcd's 1.5 MiB object limit", MaxReplicas)))
 	default:
 		replicas, replicasKnown = *spec.Replicas, true
 	}

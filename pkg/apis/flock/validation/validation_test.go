@@ -190,9 +190,9 @@ func TestValidateFlock(t *testing.T) {
 			want: []wantErr{{field.ErrorTypeRequired, "spec.replicas", "Required value"}}},
 		{name: "replicas negative", mutate: func(f *flock.Flock) { f.Spec.Replicas = ptr.To(int32(-1)) },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.replicas", "must be greater than or equal to 0"}}},
-		{name: "replicas above 10000", mutate: func(f *flock.Flock) { f.Spec.Replicas = ptr.To(int32(10001)) },
-			want: []wantErr{{field.ErrorTypeInvalid, "spec.replicas", "must be no more than 10000"}}},
-		{name: "replicas 10000", mutate: func(f *flock.Flock) { f.Spec.Replicas = ptr.To(int32(10000)) }},
+		{name: "replicas above 500", mutate: func(f *flock.Flock) { f.Spec.Replicas = ptr.To(int32(501)) },
+			want: []wantErr{{field.ErrorTypeInvalid, "spec.replicas", "must be no more than 500: the status records every member, and a larger Flock's status could pass etcd's 1.5 MiB object limit"}}},
+		{name: "replicas 500", mutate: func(f *flock.Flock) { f.Spec.Replicas = ptr.To(int32(500)) }},
 		{name: "replicas 0", mutate: func(f *flock.Flock) { f.Spec.Replicas = ptr.To(int32(0)) }},
 
 		// selector
@@ -738,8 +738,8 @@ func TestValidateFlockStatusUpdate(t *testing.T) {
 			want: []wantErr{{field.ErrorTypeInvalid, "status.selector", "app in (pg"}}},
 		{name: "ordinal negative", mutate: func(f *flock.Flock) { f.Status.Members[0].Ordinal, f.Status.Members[0].Pod = -1, "" },
 			want: []wantErr{{field.ErrorTypeInvalid, "status.members[0].ordinal", "must be greater than or equal to 0"}}},
-		{name: "ordinal too large", mutate: func(f *flock.Flock) { f.Status.Members[0].Ordinal, f.Status.Members[0].Pod = 10000, "" },
-			want: []wantErr{{field.ErrorTypeInvalid, "status.members[0].ordinal", "must be less than 10000"}}},
+		{name: "ordinal too large", mutate: func(f *flock.Flock) { f.Status.Members[0].Ordinal, f.Status.Members[0].Pod = 500, "" },
+			want: []wantErr{{field.ErrorTypeInvalid, "status.members[0].ordinal", "must be less than 500"}}},
 		{name: "ordinal twice", mutate: func(f *flock.Flock) { f.Status.Members[2].Ordinal, f.Status.Members[2].Pod = 1, "pg-1" },
 			want: []wantErr{{field.ErrorTypeDuplicate, "status.members[2].ordinal", "already the ordinal of members[1]"}}},
 		{name: "node missing", mutate: func(f *flock.Flock) { f.Status.Members[1].Node = "" },

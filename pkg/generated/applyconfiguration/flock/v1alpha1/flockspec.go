@@ -31,7 +31,9 @@ import (
 type FlockSpecApplyConfiguration struct {
 	// Replicas is the number of members. It may not exceed the number of
 	// eligible nodes (see placement); the API server refuses a Flock that the
-	// cluster cannot hold. Defaults to 1.
+	// cluster cannot hold. At most 500: status records every member, and a
+	// larger Flock's status (measured, with the longest names and its
+	// managedFields) could pass etcd's 1.5 MiB object limit. Defaults to 1.
 	Replicas *int32 `json:"replicas,omitempty"`
 	// Selector is a label query over pods that must match the template's
 	// labels. It selects the pods that belong to this Flock. Immutable.
