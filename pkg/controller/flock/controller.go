@@ -26,7 +26,6 @@ import (
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/pkg/generated/clientset/versioned"
 	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions/flock/v1alpha1"
-	flocklisters "flock.dev/flock/pkg/generated/listers/flock/v1alpha1"
 )
 
 // NewController returns a Flock controller. The informers must not have
@@ -73,8 +72,11 @@ func newController(ctx context.Context, control FlockControl, flockInformer floc
 		podLister:     podInformer.Lister(),
 		podIndexer:    podInformer.Informer().GetIndexer(),
 		serviceLister: serviceInformer.Lister(),
-		queue:         newWorkQueue(flockInformer.Lister()),
-		clock:         clk,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[string](),
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "flock"},
+		),
+		clock: clk,
 	}
 
 	handlers := []struct {
@@ -125,25 +127,6 @@ func newController(ctx context.Context, control FlockControl, flockInformer floc
 		c.synced = append(c.synced, reg.HasSynced)
 	}
 	return c, nil
-}
-
-// newWorkQueue returns the controller's rate-limited queue, named "flock"
-// for its metrics, whose storage is a fairQueue.
-func newWorkQueue(lister flocklisters.FlockLister) workqueue.TypedRateLimitingInterface[string] {
-	const name = "flock"
-	return workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{
-			Name: name,
-			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
-				Name: name,
-				Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{
-					Name:  name,
-					Queue: newFairQueue(flockNeedsWork(lister)),
-				}),
-			}),
-		},
-	)
 }
 
 // indexByFlockController indexes a pod by the UID of its controller, when
