@@ -13,6 +13,8 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -48,6 +50,7 @@ var (
 	watchN     = flag.Int("watch", 20, "create->watch samples")
 	scaleN     = flag.Int("scale", 100, "the scale case: N nodes and N objects x 3 members (the issue's full size is 1000)")
 	controlQPS = flag.Int("controller-qps", 200, "client QPS of both the Flock controller and kube-controller-manager (burst 2x)")
+	profile    = flag.String("profile", "_output/bench-e2e-flock-apiserver.pprof", "where a CPU profile of flock-apiserver during the Flock 50 x 3 case goes (empty: none)")
 	smoke      = flag.Bool("smoke", false, "tiny sizes (CI smoke): checks the bench runs, numbers mean little")
 )
 
@@ -569,7 +572,17 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, error) {
 				}
 				return sum, nil
 			}
+			var profiled chan error
+			if kind == "Flock" && rc.objects == 50 && *profile != "" {
+				profiled = make(chan error, 1)
+				go func() { profiled <- cpuProfile(ctx, c, 10, *profile) }()
+			}
 			t, err := timeToReady(ctx, kube, ns, rc.objects, rc.members, create, readyReplicas)
+			if profiled != nil {
+				if perr := <-profiled; perr != nil {
+					fmt.Fprintln(os.Stderr, "bench-e2e: no CPU profile:", perr)
+				}
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
 			}
@@ -626,6 +639,38 @@ func timeToReady(ctx context.Context, kube kubernetes.Interface, ns string, obje
 		time.Sleep(10 * time.Millisecond)
 	}
 	return out, nil
+}
+
+// cpuProfile saves a CPU profile of flock-apiserver over seconds, taken
+// straight from its /debug/pprof as admin.
+func cpuProfile(ctx context.Context, c *cluster.Cluster, seconds int, path string) error {
+	cfg := rest.CopyConfig(c.RESTConfig)
+	cfg.Host = c.FlockAPIServerURL
+	cfg.Timeout = time.Duration(seconds+30) * time.Second
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", c.FlockAPIServerURL, seconds), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %.200s", resp.Status, data)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
 }
 
 // peakRSS reads each control-plane process's peak resident set (VmHWM).
