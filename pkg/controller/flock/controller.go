@@ -72,11 +72,8 @@ func newController(ctx context.Context, control FlockControl, flockInformer floc
 		podLister:     podInformer.Lister(),
 		podIndexer:    podInformer.Informer().GetIndexer(),
 		serviceLister: serviceInformer.Lister(),
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "flock"},
-		),
-		clock: clk,
+		queue:         newWorkQueue(),
+		clock:         clk,
 	}
 
 	handlers := []struct {
@@ -127,6 +124,15 @@ func newController(ctx context.Context, control FlockControl, flockInformer floc
 		c.synced = append(c.synced, reg.HasSynced)
 	}
 	return c, nil
+}
+
+// newWorkQueue returns the controller's rate-limited FIFO queue, named
+// "flock" for its metrics.
+func newWorkQueue() workqueue.TypedRateLimitingInterface[string] {
+	return workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[string](),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "flock"},
+	)
 }
 
 // indexByFlockController indexes a pod by the UID of its controller, when

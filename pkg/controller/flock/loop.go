@@ -57,7 +57,7 @@ func (c *Controller) newTerm() workqueue.TypedRateLimitingInterface[string] {
 		defer c.mu.Unlock()
 		return c.queue
 	}
-	q := newWorkQueue(c.flockLister)
+	q := newWorkQueue()
 	c.queue = q
 	c.mu.Unlock()
 	flocks, _ := c.flockLister.List(labels.Everything())
