@@ -189,7 +189,7 @@ func TestKubectlDescribe(t *testing.T) {
 		for _, m := range f.Status.Members {
 			// The generic describer prints each member as a block of its
 			// fields, in alphabetical order.
-			must = append(must, fmt.Sprintf(`(?m)^\s+Hostname:\s+%s\n\s+Node:\s+%s\n\s+Ordinal:\s+%d\n\s+Pod:\s+%s\n\s+Ready:\s+true$`,
+			must = append(must, fmt.Sprintf(`(?m)^\s+Hostname:\s+%s\n\s+Node:\s+%s\n\s+Ordinal:\s+%d\n(\s+Persistent Volume:\s+\S+\n)?\s+Pod:\s+%s\n\s+Ready:\s+true$`,
 				regexp.QuoteMeta(m.Hostname), regexp.QuoteMeta(m.Node), m.Ordinal, regexp.QuoteMeta(m.Pod)))
 			must = append(must, fmt.Sprintf(`(?m)^\s+Normal\s+MemberPlaced\s+.*member %d \(pod %s\) placed on node %s$`, m.Ordinal, m.Pod, m.Node))
 			must = append(must, fmt.Sprintf(`(?m)^\s+Normal\s+SuccessfulCreate\s+.*created Pod %s for member %d on node %s\b`, m.Pod, m.Ordinal, m.Node))
@@ -255,7 +255,7 @@ func TestKubectlExplainRecursive(t *testing.T) {
 			"FIELD: whenDeleted <string>",
 			"ENUM: Delete Retain",
 			"WhenDeleted applies when the Flock is deleted: Retain (the default) or Delete.",
-			"removes the data directory with a short helper pod on the member's node",
+			"removes the member's data directory (with a short helper pod in the server's namespace) and then its claim and PersistentVolume",
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("explain fl.spec.storage.retention.whenDeleted lacks %q:\n%s", want, out)
@@ -422,7 +422,11 @@ func TestKubectlEdit(t *testing.T) {
 		if *f.Spec.Replicas != 2 || f.Labels["edited"] != "yes" || f.Labels["tier"] != "db" || f.Generation != 2 {
 			t.Errorf("after edit: replicas %d labels %v generation %d", *f.Spec.Replicas, f.Labels, f.Generation)
 		}
-		// The same edit again changes nothing.
+		// The same edit again changes nothing. Wait for the status to
+		// follow the scale first: the editor's pattern also matches a
+		// status.replicas of 1, and kubectl counts a change it sends to
+		// status (which the server ignores) as an edit.
+		waitFlockAvailable(t, ns, "edited")
 		res, err = kubectlWithEnv(t, k, []string{"EDITOR=" + editor}, "", "edit", "fl", "edited", "-n", ns)
 		if err != nil {
 			t.Fatal(err)

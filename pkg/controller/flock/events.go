@@ -13,9 +13,11 @@ import (
 
 // reportTransitions records events for conditions that warn the user when
 // they become true or change their message (MembersBlocked, a halted
-// rollout), and for a completed rollout.
+// rollout), and for a completed rollout. A member waiting only for its data
+// to be made (DataPreparing) is a normal step with events of its own
+// (SuccessfulCreate, DataPrepared), not a warning.
 func (fc *defaultFlockControl) reportTransitions(f *v1alpha1.Flock, status v1alpha1.FlockStatus) {
-	if now := meta.FindStatusCondition(status.Conditions, v1alpha1.FlockMembersBlocked); now != nil && now.Status == metav1.ConditionTrue {
+	if now := meta.FindStatusCondition(status.Conditions, v1alpha1.FlockMembersBlocked); now != nil && now.Status == metav1.ConditionTrue && now.Reason != ReasonDataPreparing {
 		before := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.FlockMembersBlocked)
 		if before == nil || before.Status != now.Status || before.Message != now.Message {
 			fc.event(f, corev1.EventTypeWarning, "MembersBlocked", "%s", now.Message)

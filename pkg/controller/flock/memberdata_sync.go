@@ -2,8 +2,8 @@ package flock
 
 // memberdata_sync.go keeps members' data objects: before a member's pod is
 // created, its PersistentVolume (node-local data), its claim, and its
-// prepared directory; under the Delete retention policy, the removal of the
-// directory (helper pod), then of the claim and the PersistentVolume. Every
+// prepared directory (the removal under the Delete retention policy is in
+// memberdata_remove.go, running helper pods in memberdata_helpers.go). Every
 // step is idempotent by name and checked by UID, so a restart between any
 // two of them leaves no orphan and no duplicate; an object of the expected
 // name that belongs to something else blocks the member and is never
@@ -17,8 +17,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/labels"
-	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
@@ -111,7 +109,7 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 			return waiting("", "", "creating PersistentVolume %s failed", pvName), fmt.Errorf("creating PersistentVolume %s: %w", pvName, err)
 		}
 		logger.V(2).Info("Created member volume", "persistentVolume", pvName, "node", m.Node)
-		d.event(f, corev1.EventTypeNormal, "SuccessfulCreate", "created PersistentVolume %s for member %d on node %s (%s)",
+		d.event(f, corev1.EventTypeNormal, "VolumeCreated", "created PersistentVolume %s for member %d on node %s (%s)",
 			pvName, ord, m.Node, MemberDataDir(d.dataRoot, f))
 		// Read again: when the cache is behind, the volume's event brings
 		// the next sync.
@@ -178,7 +176,7 @@ func (d *dataSyncer) ensureClaim(ctx context.Context, f *v1alpha1.Flock, ord int
 			return waiting(volume, "", "creating claim %s failed", name), nil, fmt.Errorf("creating claim %s/%s: %w", f.Namespace, name, err)
 		}
 		klog.FromContext(ctx).V(2).Info("Created member claim", "claim", klog.KRef(f.Namespace, name), "volume", volume)
-		d.event(f, corev1.EventTypeNormal, "SuccessfulCreate", "created PersistentVolumeClaim %s for member %d", name, ord)
+		d.event(f, corev1.EventTypeNormal, "ClaimCreated", "created PersistentVolumeClaim %s for member %d", name, ord)
 		if claim, err = d.data.GetClaim(f.Namespace, name); err != nil {
 			return waiting(volume, name, "member %d: claim %s created", ord, name), nil, nil
 		}
@@ -258,190 +256,4 @@ func (d *dataSyncer) prepare(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.
 	d.event(f, corev1.EventTypeNormal, "DataPrepared", "prepared data directory %s of member %d on node %s (owner %d:%d, mode %o)",
 		dir, ord, m.Node, uid, gid, storageMode(f))
 	return dataState{ready: true, volume: pv.Name, claim: claimName}, d.deleteHelpers(ctx, f, ord, HelperPrepare)
-}
-
-// runHelper runs the helper pod with job for member m, once: it reports
-// done when the helper succeeded (the caller records that and deletes it),
-// and otherwise creates it, waits for it, or replaces it after a failure.
-func (d *dataSyncer) runHelper(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, job string, now time.Time) (bool, dataState, error) {
-	name := HelperPodName(job, f.UID, m.Ordinal)
-	h, err := d.pods.GetPod(d.helperNamespace, name)
-	switch {
-	case apierrors.IsNotFound(err):
-		if err := d.pods.CreatePod(ctx, NewHelperPod(f, m, job, d.helperNamespace, d.helperImage, d.dataRoot)); err != nil && !apierrors.IsAlreadyExists(err) {
-			d.event(f, corev1.EventTypeWarning, "FailedCreate", "create %s helper pod %s/%s on node %s failed: %v", job, d.helperNamespace, name, m.Node, err)
-			return false, dataState{}, fmt.Errorf("creating helper pod %s/%s: %w", d.helperNamespace, name, err)
-		}
-		klog.FromContext(ctx).V(2).Info("Created helper pod", "pod", klog.KRef(d.helperNamespace, name), "job", job, "node", m.Node)
-		if h, err = d.pods.GetPod(d.helperNamespace, name); err != nil {
-			return false, dataState{}, nil // its events bring the next sync
-		}
-	case err != nil:
-		return false, dataState{}, err
-	}
-	if ord, ok := helperOrdinal(f.UID, h); !ok || ord != m.Ordinal || h.Spec.NodeName != m.Node {
-		// Not this member's helper on its node: one left from an earlier
-		// assignment, whose node may be gone, so it goes at once when it
-		// has finished or is already being deleted.
-		if isTerminal(h) || isTerminating(h) {
-			return false, dataState{}, d.pods.ForceDeletePod(ctx, h)
-		}
-		return false, dataState{}, d.pods.DeletePod(ctx, h)
-	}
-	switch {
-	case isTerminating(h):
-		return false, dataState{}, nil
-	case h.Status.Phase == corev1.PodSucceeded:
-		return true, dataState{}, nil
-	case h.Status.Phase == corev1.PodFailed:
-		retryAt := helperFinishedAt(h).Add(helperRetryDelay)
-		if wait := retryAt.Sub(now); wait > 0 {
-			return false, dataState{requeue: wait, blocked: &blockage{ReasonDataPreparing, fmt.Sprintf(
-				"helper pod %s/%s failed (%s) on node %s; retrying at %s", d.helperNamespace, name, podFailureSummary(h), m.Node, retryAt.UTC().Format(time.RFC3339))}}, nil
-		}
-		d.event(f, corev1.EventTypeWarning, "HelperFailed", "%s helper pod %s/%s of member %d failed on node %s (%s); retrying",
-			job, d.helperNamespace, name, m.Ordinal, m.Node, podFailureSummary(h))
-		return false, dataState{}, d.pods.DeletePod(ctx, h)
-	}
-	return false, dataState{}, nil
-}
-
-// deleteHelpers deletes the helper pods of Flock f (by UID) for ordinal
-// (any when ordinal < 0) and job (any when ""), at once when their node is
-// gone.
-func (d *dataSyncer) deleteHelpers(ctx context.Context, f *v1alpha1.Flock, ordinal int32, job string) error {
-	sel := labels.Set{LabelFlockUID: string(f.UID)}
-	if job != "" {
-		sel[LabelHelper] = job
-	}
-	helpers, err := d.pods.ListPods(d.helperNamespace, labels.SelectorFromSet(sel))
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, h := range helpers {
-		if ord, ok := helperOrdinal(f.UID, h); !ok || (ordinal >= 0 && ord != ordinal) || isTerminating(h) {
-			continue
-		}
-		if err := d.deleteHelper(ctx, h); err != nil {
-			errs = append(errs, fmt.Errorf("deleting helper pod %s/%s: %w", h.Namespace, h.Name, err))
-		}
-	}
-	return utilerrors.NewAggregate(errs)
-}
-
-// removeState is where the removal of a member's data stands.
-type removeState struct {
-	// done: the member's data objects are gone; it may leave status.
-	done bool
-	// message says what the removal waits for.
-	message string
-	// requeue, when positive, asks for another sync.
-	requeue time.Duration
-}
-
-// remove deletes member m's data under the Delete retention policy, once
-// its pod is gone: the directory (a helper pod on its node, skipped with an
-// event when the node is gone), then the claim, then the PersistentVolume.
-// With a claim template only the claim is deleted (its StorageClass's
-// reclaim policy decides about the volume). node is m's node, nil when gone.
-func (d *dataSyncer) remove(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, node *corev1.Node, now time.Time) (removeState, error) {
-	ord := m.Ordinal
-	claimName := ClaimName(f, ord)
-	pvName := PersistentVolumeName(f.UID, ord)
-	dir := MemberDataDir(d.dataRoot, f)
-
-	var pv *corev1.PersistentVolume
-	if !usesClaimTemplate(f) {
-		got, err := d.data.GetVolume(pvName)
-		switch {
-		case err == nil && volumeConflict(f, ord, got) == "":
-			pv = got
-		case err != nil && !apierrors.IsNotFound(err):
-			return removeState{}, err
-		}
-	}
-
-	// 1. The directory, while the volume says it is there.
-	if pv != nil && pv.DeletionTimestamp == nil && pv.Annotations[AnnotationRemoved] != "true" {
-		if node == nil {
-			d.event(f, corev1.EventTypeWarning, "DataCleanupSkipped",
-				"node %s of member %d is gone: its data directory %s there is not removed", m.Node, ord, dir)
-		} else {
-			done, st, err := d.runHelper(ctx, f, m, HelperCleanup, now)
-			if err != nil || !done {
-				msg := fmt.Sprintf("removing data directory %s on node %s (helper pod %s/%s)", dir, m.Node, d.helperNamespace, HelperPodName(HelperCleanup, f.UID, ord))
-				if st.blocked != nil {
-					msg = st.blocked.Message
-				}
-				return removeState{message: msg, requeue: st.requeue}, err
-			}
-			d.event(f, corev1.EventTypeNormal, "DataCleanupDone", "removed data directory %s of member %d on node %s", dir, ord, m.Node)
-		}
-		upd := pv.DeepCopy()
-		if upd.Annotations == nil {
-			upd.Annotations = map[string]string{}
-		}
-		upd.Annotations[AnnotationRemoved] = "true"
-		if err := d.data.UpdateVolume(ctx, upd); err != nil {
-			return removeState{message: "recording the removal of " + dir}, fmt.Errorf("marking PersistentVolume %s removed: %w", pvName, err)
-		}
-		return removeState{message: fmt.Sprintf("data directory %s removed; deleting claim %s and PersistentVolume %s", dir, claimName, pvName)}, nil
-	}
-
-	// 2. The claim.
-	claim, err := d.data.GetClaim(f.Namespace, claimName)
-	switch {
-	case err == nil && claimConflict(f, ord, claim) == "":
-		if claim.DeletionTimestamp == nil {
-			if err := d.data.DeleteClaim(ctx, claim); err != nil {
-				return removeState{message: "deleting claim " + claimName}, fmt.Errorf("deleting claim %s/%s: %w", f.Namespace, claimName, err)
-			}
-			d.event(f, corev1.EventTypeNormal, "SuccessfulDelete", "deleted PersistentVolumeClaim %s of member %d", claimName, ord)
-		}
-		return removeState{message: fmt.Sprintf("waiting for claim %s to be deleted", claimName)}, nil
-	case err != nil && !apierrors.IsNotFound(err):
-		return removeState{}, err
-	}
-
-	// 3. The volume.
-	if pv != nil {
-		if pv.DeletionTimestamp == nil {
-			if err := d.data.DeleteVolume(ctx, pv); err != nil {
-				return removeState{message: "deleting PersistentVolume " + pvName}, fmt.Errorf("deleting PersistentVolume %s: %w", pvName, err)
-			}
-			d.event(f, corev1.EventTypeNormal, "SuccessfulDelete", "deleted PersistentVolume %s of member %d", pvName, ord)
-		}
-		return removeState{message: fmt.Sprintf("waiting for PersistentVolume %s to be deleted", pvName)}, nil
-	}
-	return removeState{done: true}, d.deleteHelpers(ctx, f, ord, "")
-}
-
-// sweepHelpers deletes the helper pods of Flock f (by UID) that keep says
-// no step needs (by job and ordinal).
-func (d *dataSyncer) sweepHelpers(ctx context.Context, f *v1alpha1.Flock, keep func(job string, ordinal int32) bool) error {
-	helpers, err := d.pods.ListPods(d.helperNamespace, labels.SelectorFromSet(labels.Set{LabelFlockUID: string(f.UID)}))
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, h := range helpers {
-		ord, ok := helperOrdinal(f.UID, h)
-		if !ok || isTerminating(h) || keep(h.Labels[LabelHelper], ord) {
-			continue
-		}
-		if err := d.deleteHelper(ctx, h); err != nil {
-			errs = append(errs, fmt.Errorf("deleting helper pod %s/%s: %w", h.Namespace, h.Name, err))
-		}
-	}
-	return utilerrors.NewAggregate(errs)
-}
-
-// deleteHelper deletes a helper pod; one that has finished goes at once
-// (no process is left to stop, and its node may be gone).
-func (d *dataSyncer) deleteHelper(ctx context.Context, h *corev1.Pod) error {
-	if isTerminal(h) {
-		return d.pods.ForceDeletePod(ctx, h)
-	}
-	return d.pods.DeletePod(ctx, h)
 }
