@@ -15,11 +15,15 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
 	flockvalidation "flock.dev/flock/pkg/apis/flock/validation"
+	flockcontroller "flock.dev/flock/pkg/controller/flock"
 )
 
 func TestMaxReplicas(t *testing.T) {
@@ -47,6 +51,36 @@ func TestMaxReplicas(t *testing.T) {
 	}
 
 	// At the bound, on as many kwok nodes: every member is recorded.
+	maxAddNodes(t, ns, max)
+	f.Spec.Replicas = ptr.To(int32(max))
+	createFlock(t, f)
+	start := time.Now()
+	eventually(t, 5*time.Minute, fmt.Sprintf("all %d members recorded in status", max), func(ctx context.Context) error {
+		got, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		nodes := map[string]bool{}
+		for _, m := range got.Status.Members {
+			nodes[m.Node] = true
+		}
+		if len(got.Status.Members) != max || len(nodes) != max {
+			return fmt.Errorf("%d members on %d nodes", len(got.Status.Members), len(nodes))
+		}
+		return nil
+	})
+	raw, err := env.Kube.Discovery().RESTClient().Get().AbsPath("/apis/flock.dev/v1alpha1/namespaces/" + ns + "/flocks/" + name).DoRaw(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d members recorded after %v; the stored Flock is %d bytes", max, time.Since(start).Round(time.Second), len(raw))
+	ctlDeleteFlock(t, ns, name, false)
+}
+
+// maxAddNodes adds n kwok nodes labelled for ns's pool (eight at a time)
+// and waits until they are Ready and untainted.
+func maxAddNodes(t *testing.T, ns string, max int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	errs := make([]error, max)
@@ -83,27 +117,56 @@ func TestMaxReplicas(t *testing.T) {
 		}
 		return nil
 	})
-	f.Spec.Replicas = ptr.To(int32(max))
+}
+
+// A Flock of 500 members that can never start (its template's nodeSelector
+// matches no node, on 500 kwok nodes) keeps a current status (its
+// MembersBlocked message bounded, observedGeneration following a spec
+// change), and with whenDeleted Delete it and its namespace can be deleted.
+func TestBlockedMaxFlockDeletes(t *testing.T) {
+	const max = flockvalidation.MaxReplicas
+	ns := newNamespace(t)
+	maxAddNodes(t, ns, max)
+	const name = "stuck"
+	f := newFlock(name, ns, max)
+	f.Spec.Placement.NodeSelector = map[string]string{lcPoolLabel: ns}
+	f.Spec.Template.Spec.NodeSelector = map[string]string{"flock.dev/e2e-matches-nothing": "true"}
+	f.Spec.Storage.Retention.WhenDeleted = flockv1alpha1.DeleteRetentionPolicy
+	f.Spec.PodManagementPolicy = flockv1alpha1.ParallelPodManagement
 	createFlock(t, f)
+	current := func(what string, gen int64) {
+		eventually(t, 5*time.Minute, what, func(ctx context.Context) error {
+			got, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			c := meta.FindStatusCondition(got.Status.Conditions, flockv1alpha1.FlockMembersBlocked)
+			if got.Status.ObservedGeneration < gen || c == nil || c.Status != metav1.ConditionTrue || c.Reason != flockcontroller.ReasonUnschedulable ||
+				len(got.Status.Members) != max {
+				return fmt.Errorf("observedGeneration %d (want %d), %d members, MembersBlocked %+v", got.Status.ObservedGeneration, gen, len(got.Status.Members), c)
+			}
+			if len(c.Message) > 4096 {
+				return fmt.Errorf("MembersBlocked message of %d bytes", len(c.Message))
+			}
+			t.Logf("%s: MembersBlocked %s: %.200s", what, c.Reason, c.Message)
+			return nil
+		})
+	}
+	current("status of the blocked Flock current", 1)
+	upd := lcUpdate(t, ns, name, func(f *flockv1alpha1.Flock) { f.Spec.MinReadySeconds++ })
+	current("status current after a spec change", upd.Generation)
+
 	start := time.Now()
-	eventually(t, 5*time.Minute, fmt.Sprintf("all %d members recorded in status", max), func(ctx context.Context) error {
-		got, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		nodes := map[string]bool{}
-		for _, m := range got.Status.Members {
-			nodes[m.Node] = true
-		}
-		if len(got.Status.Members) != max || len(nodes) != max {
-			return fmt.Errorf("%d members on %d nodes", len(got.Status.Members), len(nodes))
+	if err := env.Kube.CoreV1().Namespaces().Delete(ctxFor(t), ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 8*time.Minute, "the namespace and the Flock gone", func(ctx context.Context) error {
+		if _, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			n, _ := env.Flock.FlockV1alpha1().Flocks(ns).List(ctx, metav1.ListOptions{})
+			pods, _ := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			return fmt.Errorf("namespace %s still there (%v); %d Flocks, %d pods", ns, err, len(n.Items), len(pods.Items))
 		}
 		return nil
 	})
-	raw, err := env.Kube.Discovery().RESTClient().Get().AbsPath("/apis/flock.dev/v1alpha1/namespaces/" + ns + "/flocks/" + name).DoRaw(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%d members recorded after %v; the stored Flock is %d bytes", max, time.Since(start).Round(time.Second), len(raw))
-	ctlDeleteFlock(t, ns, name, false)
+	t.Logf("namespace with the blocked %d-member Flock deleted in %v", max, time.Since(start).Round(time.Second))
 }
