@@ -422,26 +422,33 @@ func TestLifecycleDeleteRemovesData(t *testing.T) {
 	})
 }
 
+// lcReassignFlock creates Flock ns/name of two members on a pool of three
+// nodes under memberRecovery Reassign after afterSeconds, and returns it
+// once Available, the node of member 1 (the one the test loses) and the
+// spare node.
+func lcReassignFlock(t *testing.T, ns, name string, afterSeconds int32) (before *flockv1alpha1.Flock, lost, spare string) {
+	t.Helper()
+	pool := lcNodes(t, ns, 3)
+	f := lcFlock(name, ns, 2)
+	f.Spec.MemberRecovery = flockv1alpha1.MemberRecovery{Policy: flockv1alpha1.ReassignMemberRecovery, AfterSeconds: &afterSeconds}
+	createFlock(t, f)
+	before = waitFlockAvailable(t, ns, name)
+	for _, n := range pool {
+		if !slices.Contains(memberNodes(before), n) {
+			spare = n
+		}
+	}
+	return before, before.Status.Members[1].Node, spare
+}
+
 // Deleting a member's node: under Reassign (afterSeconds 10) the member
 // moves to the spare node, not before 10s, records it in status and an
 // event; under Wait it stays, and status says why and since when.
 func TestLifecycleNodeLoss(t *testing.T) {
 	t.Run("Reassign", func(t *testing.T) {
 		ns := newNamespace(t)
-		pool := lcNodes(t, ns, 3)
 		const name = "y"
-		f := lcFlock(name, ns, 2)
-		ten := int32(10)
-		f.Spec.MemberRecovery = flockv1alpha1.MemberRecovery{Policy: flockv1alpha1.ReassignMemberRecovery, AfterSeconds: &ten}
-		createFlock(t, f)
-		before := waitFlockAvailable(t, ns, name)
-		lost := before.Status.Members[1].Node
-		spare := ""
-		for _, n := range pool {
-			if !slices.Contains(memberNodes(before), n) {
-				spare = n
-			}
-		}
+		before, lost, spare := lcReassignFlock(t, ns, name, 10)
 		rec := watchPods(t, ns, flockv1alpha1.LabelFlockName+"="+name)
 
 		deletedAt := time.Now()
@@ -501,20 +508,8 @@ func TestLifecycleNodeLoss(t *testing.T) {
 	// out-of-service (known down), the member moves.
 	t.Run("ReassignNotReady", func(t *testing.T) {
 		ns := newNamespace(t)
-		pool := lcNodes(t, ns, 3)
 		const name = "p"
-		f := lcFlock(name, ns, 2)
-		three := int32(3)
-		f.Spec.MemberRecovery = flockv1alpha1.MemberRecovery{Policy: flockv1alpha1.ReassignMemberRecovery, AfterSeconds: &three}
-		createFlock(t, f)
-		before := waitFlockAvailable(t, ns, name)
-		lost := before.Status.Members[1].Node
-		spare := ""
-		for _, n := range pool {
-			if !slices.Contains(memberNodes(before), n) {
-				spare = n
-			}
-		}
+		before, lost, spare := lcReassignFlock(t, ns, name, 3)
 		old := ctlMemberPods(t, ns, name)[1]
 		if _, err := env.Kube.CoreV1().Nodes().Patch(ctxFor(t), lost, types.MergePatchType,
 			fmt.Appendf(nil, `{"metadata":{"labels":{%q:"true"}}}`, cluster.NodeNotReadyLabel), metav1.PatchOptions{}); err != nil {
