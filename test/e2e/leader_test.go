@@ -40,52 +40,10 @@ var (
 func TestControllerLeaderElection(t *testing.T) {
 	// The servers log pod creations (-v=2) and hand over faster than the
 	// defaults (15s, 10s, 2s) would.
-	ctx := ctxFor(t)
-	etcd, err := env.StartEtcd(ctx, "etcd-leader-election")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := etcd.Stop(cluster.DefaultStopGrace); err != nil {
-			t.Error(err)
-		}
-	})
-	shared := []string{
-		"--etcd-servers=" + etcd.URL, "-v=2",
-		"--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=8s", "--leader-elect-retry-period=1s",
-	}
-
-	// The main server (the one behind the APIService, so that kubectl and
-	// the garbage collector see the shared store) is stopped first, so that
-	// the extra server A is the leader when the main one comes back on the
-	// shared etcd as B; it is restored as it was when the test ends.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), leaderRestartTimeout)
-		defer cancel()
-		if _, err := env.RestartFlockAPIServer(ctx, flockArgs()); err != nil {
-			t.Errorf("restoring the main flock-apiserver: %v", err)
-		}
-	})
-	if err := env.FlockProcess().Stop(cluster.DefaultStopGrace); err != nil {
-		t.Fatal(err)
-	}
-	startCtx, cancel := context.WithTimeout(t.Context(), leaderRestartTimeout)
-	defer cancel()
-	a, err := env.StartExtraFlockAPIServer(startCtx, "flock-apiserver-leader-a", shared)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Stop(cluster.DefaultStopGrace) })
-	idA := leaderWaitLog(t, a.LogFile, leaderBecameRE, 60*time.Second)
+	a, b, idA := startLeaderPair(t, "leader", "-v=2",
+		"--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=8s", "--leader-elect-retry-period=1s")
 	if holder := leaderLeaseHolder(t); holder != idA {
 		t.Fatalf("Lease holder %q, but A (pid %d) logged that it leads as %q", holder, a.PID(), idA)
-	}
-	b, err := env.RestartFlockAPIServer(startCtx, append(flockArgs(), shared...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if led := leaderWaitLog(t, b.LogFile, leaderOtherRE, 60*time.Second); led != idA {
-		t.Fatalf("B (pid %d) reports leader %q, want A's %q", b.PID(), led, idA)
 	}
 
 	// An OrderedReady Flock whose pods turn Ready 4s after they start: A
@@ -255,48 +213,8 @@ func leaderMatchAll(re *regexp.Regexp, s string) []string {
 // lease to the other server: it stops only its controller, keeps serving
 // the API, and campaigns again, leading once more when the other one goes.
 func TestControllerLeaseLostKeepsServing(t *testing.T) {
-	ctx := ctxFor(t)
-	etcd, err := env.StartEtcd(ctx, "etcd-lease-lost")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := etcd.Stop(cluster.DefaultStopGrace); err != nil {
-			t.Error(err)
-		}
-	})
-	shared := []string{
-		"--etcd-servers=" + etcd.URL,
-		"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s",
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), leaderRestartTimeout)
-		defer cancel()
-		if _, err := env.RestartFlockAPIServer(ctx, flockArgs()); err != nil {
-			t.Errorf("restoring the main flock-apiserver: %v", err)
-		}
-	})
-	if err := env.FlockProcess().Stop(cluster.DefaultStopGrace); err != nil {
-		t.Fatal(err)
-	}
-	startCtx, cancel := context.WithTimeout(t.Context(), leaderRestartTimeout)
-	defer cancel()
-	a, err := env.StartExtraFlockAPIServer(startCtx, "flock-apiserver-lease-a", shared)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = a.Signal(syscall.SIGCONT)
-		_ = a.Stop(cluster.DefaultStopGrace)
-	})
-	idA := leaderWaitLog(t, a.LogFile, leaderBecameRE, 60*time.Second)
-	b, err := env.RestartFlockAPIServer(startCtx, append(flockArgs(), shared...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if led := leaderWaitLog(t, b.LogFile, leaderOtherRE, 60*time.Second); led != idA {
-		t.Fatalf("B reports leader %q, want A's %q", led, idA)
-	}
+	a, b, idA := startLeaderPair(t, "lease",
+		"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s")
 
 	// A hangs for longer than the lease: B takes over.
 	if err := a.Signal(syscall.SIGSTOP); err != nil {
@@ -355,4 +273,55 @@ func TestControllerLeaseLostKeepsServing(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// startLeaderPair starts two flock-apiservers on an etcd of their own
+// (etcd-<name>) with args added to both: the extra server A
+// (flock-apiserver-<name>-a), which leads, then the main one (the server
+// behind the APIService, so kubectl and the garbage collector see the
+// shared store) restarted as B, which follows A. The main server is stopped
+// before A starts, so that A is the leader, and restored as it was when
+// the test ends. It returns A, B and A's leader identity.
+func startLeaderPair(t *testing.T, name string, args ...string) (*cluster.FlockServer, *cluster.Process, string) {
+	t.Helper()
+	etcd, err := env.StartEtcd(ctxFor(t), "etcd-"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := etcd.Stop(cluster.DefaultStopGrace); err != nil {
+			t.Error(err)
+		}
+	})
+	shared := append([]string{"--etcd-servers=" + etcd.URL}, args...)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), leaderRestartTimeout)
+		defer cancel()
+		if _, err := env.RestartFlockAPIServer(ctx, flockArgs()); err != nil {
+			t.Errorf("restoring the main flock-apiserver: %v", err)
+		}
+	})
+	if err := env.FlockProcess().Stop(cluster.DefaultStopGrace); err != nil {
+		t.Fatal(err)
+	}
+	startCtx, cancel := context.WithTimeout(t.Context(), leaderRestartTimeout)
+	defer cancel()
+	a, err := env.StartExtraFlockAPIServer(startCtx, "flock-apiserver-"+name+"-a", shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// A may be stopped (SIGSTOP) by the test; wake it to stop it.
+		_ = a.Signal(syscall.SIGCONT)
+		_ = a.Stop(cluster.DefaultStopGrace)
+	})
+	idA := leaderWaitLog(t, a.LogFile, leaderBecameRE, 60*time.Second)
+	b, err := env.RestartFlockAPIServer(startCtx, append(flockArgs(), shared...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if led := leaderWaitLog(t, b.LogFile, leaderOtherRE, 60*time.Second); led != idA {
+		t.Fatalf("B (pid %d) reports leader %q, want A's %q", b.PID(), led, idA)
+	}
+	return a, b, idA
 }
