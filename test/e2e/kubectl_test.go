@@ -372,6 +372,10 @@ func TestKubectlDiff(t *testing.T) {
 			}
 			manifest := flockManifest(name, ns, 1)
 			kubectlInput(t, k, manifest, append([]string{"apply", "-f", "-"}, mode...)...)
+			// Diff once the controller's status writes are done: one
+			// between kubectl's read of the live object and its dry run
+			// would show as a resourceVersion change.
+			waitFlockAvailable(t, ns, name)
 			args := append([]string{"diff", "-f", "-"}, mode...)
 			if out := kubectlInput(t, k, manifest, args...); out != "" {
 				t.Errorf("kubectl %v of the live manifest printed %q", args, out)
