@@ -203,25 +203,12 @@ func sameToleration(a, b *corev1.Toleration) bool {
 func Verify(nodes []*corev1.Node, r Requirement) (*CheckError, []string) {
 	replicas := int(max(r.Replicas, 0))
 	m := newMatcher(r)
-
-	// The explicit part of the map: the first Replicas entries of r.Nodes.
-	explicit := r.Nodes[:min(len(r.Nodes), replicas)]
-	var byName map[string]int
+	explicit, byName, refusal := explicitNodes(r)
+	if refusal != nil {
+		return refusal, nil
+	}
 	var found []*corev1.Node
 	if len(explicit) > 0 {
-		byName = make(map[string]int, len(explicit))
-		for i, name := range explicit {
-			if j, dup := byName[name]; dup {
-				return &CheckError{
-					Field:   nodesPath.Index(i).String(),
-					Value:   name,
-					Reason:  ReasonDuplicate,
-					Message: fmt.Sprintf("node %q is already the node of ordinal %d (spec.placement.nodes[%d])", name, j, j),
-					path:    nodesPath.Index(i),
-				}, nil
-			}
-			byName[name] = i
-		}
 		found = make([]*corev1.Node, len(explicit))
 	}
 
@@ -242,7 +229,37 @@ func Verify(nodes []*corev1.Node, r Requirement) (*CheckError, []string) {
 			notReady = append(notReady, n.Name)
 		}
 	}
+	return decide(r, m, explicit, found, &t, notReady)
+}
 
+// explicitNodes returns the explicit part of the map, the first Replicas
+// entries of r.Nodes, and the ordinal of each; or the refusal of a node named
+// twice.
+func explicitNodes(r Requirement) ([]string, map[string]int, *CheckError) {
+	explicit := r.Nodes[:min(len(r.Nodes), int(max(r.Replicas, 0)))]
+	if len(explicit) == 0 {
+		return nil, nil, nil
+	}
+	byName := make(map[string]int, len(explicit))
+	for i, name := range explicit {
+		if j, dup := byName[name]; dup {
+			return nil, nil, &CheckError{
+				Field:   nodesPath.Index(i).String(),
+				Value:   name,
+				Reason:  ReasonDuplicate,
+				Message: fmt.Sprintf("node %q is already the node of ordinal %d (spec.placement.nodes[%d])", name, j, j),
+				path:    nodesPath.Index(i),
+			}
+		}
+		byName[name] = i
+	}
+	return explicit, byName, nil
+}
+
+// decide is Verify's verdict once the nodes are counted: found[i] is the node
+// named explicit[i] (nil when missing), t the tally over all nodes, notReady
+// the eligible nodes that would be counted but are not Ready.
+func decide(r Requirement, m *matcher, explicit []string, found []*corev1.Node, t *tally, notReady []string) (*CheckError, []string) {
 	for i, name := range explicit {
 		n := found[i]
 		if n == nil {
@@ -266,7 +283,7 @@ func Verify(nodes []*corev1.Node, r Requirement) (*CheckError, []string) {
 		}
 	}
 
-	if t.eligible < replicas {
+	if t.eligible < int(max(r.Replicas, 0)) {
 		return &CheckError{
 			Field:   replicasPath.String(),
 			Value:   r.Replicas,

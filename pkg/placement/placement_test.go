@@ -279,6 +279,7 @@ func TestVerify(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err := verifyErr(tc.nodes, tc.req)
+			agreeWithIndex(t, tc.nodes, tc.req)
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("Verify = %v, want nil", err)
@@ -340,6 +341,7 @@ func TestVerifyWarnings(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err, warns := Verify(tc.nodes, tc.req)
+			agreeWithIndex(t, tc.nodes, tc.req)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("Verify error = %v, want error %v", err, tc.wantErr)
 			}

@@ -5,7 +5,8 @@
 // this plugin accepts the controller can place.
 //
 // The plugin reads Nodes (core cluster) and Flocks (this API) from shared
-// informers; it never lists anything per request.
+// informers; it never lists anything per request. It keeps the nodes in a
+// placement.NodeIndex, so a check costs microseconds at thousands of nodes.
 package capacity
 
 import (
@@ -54,7 +55,7 @@ func Register(plugins *admission.Plugins) {
 type Plugin struct {
 	*admission.Handler
 
-	nodes        *nodeSnapshot
+	nodes        *placement.NodeIndex
 	flocks       flocklisters.FlockLister
 	nodesSynced  cache.InformerSynced
 	flocksSynced cache.InformerSynced
@@ -83,12 +84,18 @@ func (p *Plugin) SetKubeInformerFactory(f kubeinformers.SharedInformerFactory) {
 	if err := nodes.Informer().SetTransform(flockcontroller.TrimNode); err != nil {
 		klog.TODO().V(2).Info("Node cache kept untrimmed", "plugin", PluginName, "err", err)
 	}
-	p.nodes = newNodeSnapshot(nodes.Lister())
-	p.nodesSynced = nodes.Informer().HasSynced
-	if err := p.nodes.track(nodes.Informer()); err != nil {
-		// Only a stopped informer refuses handlers; then every request lists.
-		klog.TODO().Error(err, "Cannot follow node changes; listing nodes on every request", "plugin", PluginName)
+	p.nodes = placement.NewNodeIndex()
+	reg, err := indexNodes(nodes.Informer(), p.nodes)
+	if err != nil {
+		// Only a stopped informer refuses handlers: then the index stays
+		// empty and the plugin never reports synced (503, not a refusal).
+		klog.TODO().Error(err, "Cannot follow node changes", "plugin", PluginName)
+		p.nodesSynced = func() bool { return false }
+		return
 	}
+	// Synced once the informer's initial list has reached the index, not
+	// only the informer's store.
+	p.nodesSynced = reg.HasSynced
 }
 
 // SetFlockInformerFactory takes the Flock lister, used by the scale
@@ -139,11 +146,7 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		return err
 	}
 
-	nodes, err := p.nodes.list()
-	if err != nil {
-		return apierrors.NewInternalError(err)
-	}
-	refusal, warnings := placement.Verify(nodes, r)
+	refusal, warnings := p.nodes.Verify(r)
 	logger := klog.FromContext(ctx)
 	if refusal != nil {
 		logger.V(2).Info("Refused Flock that the nodes cannot hold", "flock", klog.KRef(a.GetNamespace(), a.GetName()),
