@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"flock.dev/flock/pkg/admission/plugin/capacity"
+	"flock.dev/flock/pkg/admission/plugin/storageclass"
 	"flock.dev/flock/pkg/apis/flock"
 	"flock.dev/flock/pkg/apis/flock/install"
 	"flock.dev/flock/pkg/apis/flock/validation"
@@ -133,8 +134,8 @@ func (c completedConfig) New() (*FlockServer, error) {
 	flocks := c.ExtraConfig.FlockInformers
 	if flocks != nil {
 		if core != nil {
-			// Admission reads Nodes and Flocks from these informers.
-			if err := generic.AddReadyzChecks(capacity.ReadyzCheck(core, flocks)); err != nil {
+			// Admission reads Nodes, StorageClasses and Flocks from these informers.
+			if err := generic.AddReadyzChecks(capacity.ReadyzCheck(core, flocks), storageclass.ReadyzCheck(core)); err != nil {
 				return nil, err
 			}
 		}

@@ -26,6 +26,7 @@ import (
 
 	"flock.dev/flock/pkg/admission/plugin/capacity"
 	"flock.dev/flock/pkg/admission/plugin/memberdryrun"
+	"flock.dev/flock/pkg/admission/plugin/storageclass"
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/pkg/apiserver"
 	"flock.dev/flock/pkg/etcd"
@@ -149,11 +150,12 @@ func NewOptions() *Options {
 		Logs:             logs.NewOptions(),
 	}
 	capacity.Register(o.RecommendedOptions.Admission.Plugins)
+	storageclass.Register(o.RecommendedOptions.Admission.Plugins)
 	memberdryrun.Register(o.RecommendedOptions.Admission.Plugins)
 	// The dry-run goes last: a Flock refused for its own reasons costs no
 	// request to kube-apiserver.
 	o.RecommendedOptions.Admission.RecommendedPluginOrder = append(o.RecommendedOptions.Admission.RecommendedPluginOrder,
-		capacity.PluginName, memberdryrun.PluginName)
+		capacity.PluginName, storageclass.PluginName, memberdryrun.PluginName)
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
 		v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: v1alpha1.GroupName})
 	// Flocks are served from flock-apiserver's own etcd: never from
