@@ -125,6 +125,7 @@ func (c completedConfig) New() (*FlockServer, error) {
 		"flocks":        storage.Flock,
 		"flocks/status": storage.Status,
 		"flocks/scale":  storage.Scale,
+		"flocks/move":   storage.Move,
 	}
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, err

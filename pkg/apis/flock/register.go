@@ -27,6 +27,6 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &Flock{}, &FlockList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &Flock{}, &FlockList{}, &FlockMove{})
 	return nil
 }

@@ -321,6 +321,43 @@ type FlockMember struct {
 	// NodeLostSince is when the member's node became NotReady or was first
 	// found gone, while it is.
 	NodeLostSince *metav1.Time
+
+	// Move is a planned move of this member that the flocks/move
+	// subresource accepted and the controller has not carried out yet.
+	Move *FlockMemberMove
+}
+
+// FlockMemberMove is a planned move of a member, as accepted by the
+// flocks/move subresource.
+type FlockMemberMove struct {
+	// Node is the node the member moves to.
+	Node string
+
+	// Force: the move does not wait for the other members to be available.
+	Force bool
+
+	// RequestedAt is when the move was accepted.
+	RequestedAt metav1.Time
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// FlockMove asks to move one member of a Flock to another node on purpose:
+// the body of a POST to the Flock's move subresource.
+type FlockMove struct {
+	metav1.TypeMeta
+	// Standard object metadata. A name, when given, must be the Flock's.
+	metav1.ObjectMeta
+
+	// Ordinal is the member to move, from 0 to replicas-1.
+	Ordinal int32
+
+	// Node is the node to move the member to: existing, eligible for the
+	// Flock and holding no other member of it.
+	Node string
+
+	// Force moves the member even while another member is unavailable.
+	Force bool
 }
 
 // Condition types of a Flock.

@@ -38,6 +38,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &flockv1alpha1.FlockDisruptionBudgetApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FlockMember"):
 		return &flockv1alpha1.FlockMemberApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("FlockMemberMove"):
+		return &flockv1alpha1.FlockMemberMoveApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FlockPlacement"):
 		return &flockv1alpha1.FlockPlacementApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("FlockSpec"):

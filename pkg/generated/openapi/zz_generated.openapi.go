@@ -40,6 +40,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.FlockDisruptionBudget{}.OpenAPIModelName():            schema_pkg_apis_flock_v1alpha1_FlockDisruptionBudget(ref),
 		v1alpha1.FlockList{}.OpenAPIModelName():                        schema_pkg_apis_flock_v1alpha1_FlockList(ref),
 		v1alpha1.FlockMember{}.OpenAPIModelName():                      schema_pkg_apis_flock_v1alpha1_FlockMember(ref),
+		v1alpha1.FlockMemberMove{}.OpenAPIModelName():                  schema_pkg_apis_flock_v1alpha1_FlockMemberMove(ref),
+		v1alpha1.FlockMove{}.OpenAPIModelName():                        schema_pkg_apis_flock_v1alpha1_FlockMove(ref),
 		v1alpha1.FlockPlacement{}.OpenAPIModelName():                   schema_pkg_apis_flock_v1alpha1_FlockPlacement(ref),
 		v1alpha1.FlockSpec{}.OpenAPIModelName():                        schema_pkg_apis_flock_v1alpha1_FlockSpec(ref),
 		v1alpha1.FlockStatus{}.OpenAPIModelName():                      schema_pkg_apis_flock_v1alpha1_FlockStatus(ref),
@@ -582,12 +584,115 @@ func schema_pkg_apis_flock_v1alpha1_FlockMember(ref common.ReferenceCallback) co
 							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
 						},
 					},
+					"move": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Move is a planned move of this member that the flocks/move subresource accepted and the controller has not carried out yet. Kept here, so it survives a restart of the controller; the controller clears it when the member moves (event MemberMoved) or when the move can no longer be made (event MoveCanceled).",
+							Ref:         ref(v1alpha1.FlockMemberMove{}.OpenAPIModelName()),
+						},
+					},
 				},
 				Required: []string{"ordinal", "node"},
 			},
 		},
 		Dependencies: []string{
+			v1alpha1.FlockMemberMove{}.OpenAPIModelName(), metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_flock_v1alpha1_FlockMemberMove(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FlockMemberMove is a planned move of a member, as accepted by the flocks/move subresource.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"node": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Node is the node the member moves to.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"force": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Force: the move does not wait for the other members to be available.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"requestedAt": {
+						SchemaProps: spec.SchemaProps{
+							Description: "RequestedAt is when the move was accepted.",
+							Ref:         ref(metav1.Time{}.OpenAPIModelName()),
+						},
+					},
+				},
+				Required: []string{"node"},
+			},
+		},
+		Dependencies: []string{
 			metav1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_flock_v1alpha1_FlockMove(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "FlockMove asks to move one member of a Flock to another node on purpose: POST it to the Flock's move subresource (flocks/NAME/move), as an Eviction is POSTed to pods/NAME/eviction. A subresource rather than an edit of the Flock, because a move is an action with a 422 answer now (the target is not eligible, or holds another member), not a desired state: kubectl and the generated clientset (FlockInterface.Move) call it like any create.\n\nAn accepted move is recorded in status.members[ordinal].move. The controller then, once every other member is available (or at once with force), records the target as the member's node, deletes the member's pod gracefully and starts it on the target with a fresh data directory; the old data follows spec.storage.retention.whenScaled (Retain keeps the directory on the old node, Delete removes it). Event MemberMoved says from where to where.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"kind": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#types-kinds",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"apiVersion": {
+						SchemaProps: spec.SchemaProps{
+							Description: "APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#resources",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"metadata": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Standard object metadata. A name, when given, must be the Flock's.",
+							Default:     map[string]interface{}{},
+							Ref:         ref(metav1.ObjectMeta{}.OpenAPIModelName()),
+						},
+					},
+					"ordinal": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Ordinal is the member to move, from 0 to replicas-1.",
+							Default:     0,
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"node": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Node is the node to move the member to. It must exist, be eligible for the Flock (nodeSelector, not cordoned, taints tolerated, as for placement) and hold no other member of the Flock.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"force": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Force moves the member even while another member is unavailable (by default a move waits for all other members to be available, as a rolling update does).",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"ordinal", "node"},
+			},
+		},
+		Dependencies: []string{
+			metav1.ObjectMeta{}.OpenAPIModelName()},
 	}
 }
 

@@ -26,9 +26,11 @@ type Storage struct {
 	Flock  *REST
 	Status *StatusREST
 	Scale  *ScaleREST
+	Move   *MoveREST
 }
 
-// NewStorage returns the storage of flocks, flocks/status and flocks/scale.
+// NewStorage returns the storage of flocks, flocks/status, flocks/scale and
+// flocks/move.
 func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, opts validation.Options) (Storage, error) {
 	strategy := NewStrategy(scheme, opts)
 	statusStrategy := NewStatusStrategy(strategy)
@@ -56,6 +58,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, op
 		Flock:  &REST{store},
 		Status: &StatusREST{store: &statusStore},
 		Scale:  &ScaleREST{store: store},
+		Move:   &MoveREST{store: &statusStore, now: metav1.Now},
 	}, nil
 }
 

@@ -30,6 +30,7 @@ import (
 	"flock.dev/flock/pkg/admission/admissionerrors"
 	"flock.dev/flock/pkg/admission/flockinitializer"
 	"flock.dev/flock/pkg/apis/flock"
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	flockcontroller "flock.dev/flock/pkg/controller/flock"
 	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
 	flocklisters "flock.dev/flock/pkg/generated/listers/flock/v1alpha1"
@@ -139,6 +140,8 @@ func (p *Plugin) Validate(ctx context.Context, a admission.Attributes, _ admissi
 		r, err = p.flockRequirement(a)
 	case "scale":
 		r, err = p.scaleRequirement(ctx, a)
+	case "move":
+		return p.validateMove(ctx, a)
 	default:
 		return nil
 	}
@@ -203,27 +206,36 @@ func (p *Plugin) scaleRequirement(ctx context.Context, a admission.Attributes) (
 	if err := p.ready(placement.Requirement{Replicas: scale.Spec.Replicas}); err != nil {
 		return placement.Requirement{}, err
 	}
+	f, err := p.cachedFlock(ctx, a)
+	if err != nil {
+		return placement.Requirement{}, err
+	}
+	r := placement.RequirementFromFlock(f)
+	r.Replicas = scale.Spec.Replicas
+	return r, nil
+}
+
+// cachedFlock returns the Flock a subresource request is about, from the
+// informer. A Flock created a moment ago reaches the informer within
+// milliseconds, so a miss waits a short, bounded while; then the answer is
+// 503 (retry), never a refusal: the Flock exists (its subresource is being
+// written) and its placement is not guessed.
+func (p *Plugin) cachedFlock(ctx context.Context, a admission.Attributes) (*v1alpha1.Flock, error) {
 	f, err := p.flocks.Flocks(a.GetNamespace()).Get(a.GetName())
 	if apierrors.IsNotFound(err) {
-		// A Flock created a moment ago reaches the informer within
-		// milliseconds: give it a short, bounded while before refusing.
 		_ = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, cacheMissWait, false, func(context.Context) (bool, error) {
 			f, err = p.flocks.Flocks(a.GetNamespace()).Get(a.GetName())
 			return !apierrors.IsNotFound(err), nil
 		})
 	}
 	if apierrors.IsNotFound(err) {
-		// The Flock exists (its Scale is being updated) but the informer has
-		// not seen it yet: refuse rather than guess its placement.
-		return placement.Requirement{}, admissionerrors.ServiceUnavailable(
+		return nil, admissionerrors.ServiceUnavailable(
 			fmt.Sprintf("%s: cannot check capacity yet: flock %s/%s is not yet in the admission cache; retry", PluginName, a.GetNamespace(), a.GetName()))
 	}
 	if err != nil {
-		return placement.Requirement{}, apierrors.NewInternalError(err)
+		return nil, apierrors.NewInternalError(err)
 	}
-	r := placement.RequirementFromFlock(f)
-	r.Replicas = scale.Spec.Replicas
-	return r, nil
+	return f, nil
 }
 
 // ready waits for the informers, and answers 503 with Retry-After (never a

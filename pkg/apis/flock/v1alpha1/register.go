@@ -27,7 +27,7 @@ func init() {
 }
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &Flock{}, &FlockList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &Flock{}, &FlockList{}, &FlockMove{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }

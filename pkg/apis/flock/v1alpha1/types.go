@@ -9,6 +9,7 @@ import (
 // +genclient
 // +genclient:method=GetScale,verb=get,subresource=scale,result=k8s.io/api/autoscaling/v1.Scale
 // +genclient:method=UpdateScale,verb=update,subresource=scale,input=k8s.io/api/autoscaling/v1.Scale,result=k8s.io/api/autoscaling/v1.Scale
+// +genclient:method=Move,verb=create,subresource=move,input=FlockMove,result=Flock
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 
 // Flock is a set of stateful members in which member i always runs on node i.
@@ -397,6 +398,66 @@ type FlockMember struct {
 	// so a restarted controller neither shortens nor lengthens the wait.
 	// +optional
 	NodeLostSince *metav1.Time `json:"nodeLostSince,omitempty"`
+
+	// Move is a planned move of this member that the flocks/move
+	// subresource accepted and the controller has not carried out yet.
+	// Kept here, so it survives a restart of the controller; the
+	// controller clears it when the member moves (event MemberMoved) or
+	// when the move can no longer be made (event MoveCanceled).
+	// +optional
+	Move *FlockMemberMove `json:"move,omitempty"`
+}
+
+// FlockMemberMove is a planned move of a member, as accepted by the
+// flocks/move subresource.
+type FlockMemberMove struct {
+	// Node is the node the member moves to.
+	Node string `json:"node"`
+
+	// Force: the move does not wait for the other members to be available.
+	// +optional
+	Force bool `json:"force,omitempty"`
+
+	// RequestedAt is when the move was accepted.
+	// +optional
+	RequestedAt metav1.Time `json:"requestedAt,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// FlockMove asks to move one member of a Flock to another node on purpose:
+// POST it to the Flock's move subresource (flocks/NAME/move), as an Eviction
+// is POSTed to pods/NAME/eviction. A subresource rather than an edit of the
+// Flock, because a move is an action with a 422 answer now (the target is
+// not eligible, or holds another member), not a desired state: kubectl and
+// the generated clientset (FlockInterface.Move) call it like any create.
+//
+// An accepted move is recorded in status.members[ordinal].move. The
+// controller then, once every other member is available (or at once with
+// force), records the target as the member's node, deletes the member's pod
+// gracefully and starts it on the target with a fresh data directory; the
+// old data follows spec.storage.retention.whenScaled (Retain keeps the
+// directory on the old node, Delete removes it). Event MemberMoved says
+// from where to where.
+type FlockMove struct {
+	metav1.TypeMeta `json:",inline"`
+	// Standard object metadata. A name, when given, must be the Flock's.
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Ordinal is the member to move, from 0 to replicas-1.
+	Ordinal int32 `json:"ordinal"`
+
+	// Node is the node to move the member to. It must exist, be eligible
+	// for the Flock (nodeSelector, not cordoned, taints tolerated, as for
+	// placement) and hold no other member of the Flock.
+	Node string `json:"node"`
+
+	// Force moves the member even while another member is unavailable
+	// (by default a move waits for all other members to be available, as
+	// a rolling update does).
+	// +optional
+	Force bool `json:"force,omitempty"`
 }
 
 // Condition types of a Flock.

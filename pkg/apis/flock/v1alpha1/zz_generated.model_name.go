@@ -42,6 +42,16 @@ func (in FlockMember) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in FlockMemberMove) OpenAPIModelName() string {
+	return "dev.flock.v1alpha1.FlockMemberMove"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
+func (in FlockMove) OpenAPIModelName() string {
+	return "dev.flock.v1alpha1.FlockMove"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in FlockPlacement) OpenAPIModelName() string {
 	return "dev.flock.v1alpha1.FlockPlacement"
 }

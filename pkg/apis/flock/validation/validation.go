@@ -638,12 +638,10 @@ func validateFlockStatus(f *flock.Flock, fldPath *field.Path) field.ErrorList {
 		}
 
 		nodePath := idxPath.Child("node")
-		if m.Node == "" {
-			allErrs = append(allErrs, field.Required(nodePath, "the node this member is assigned to"))
-		} else {
-			for _, msg := range utilvalidation.IsDNS1123Subdomain(m.Node) {
-				allErrs = append(allErrs, field.Invalid(nodePath, m.Node, msg))
-			}
+		if errs := validateNodeName(m.Node, nodePath, "the node this member is assigned to"); len(errs) > 0 {
+			allErrs = append(allErrs, errs...)
+		}
+		if m.Node != "" {
 			if other, dup := nodes[m.Node]; dup {
 				allErrs = append(allErrs, duplicate(nodePath, m.Node,
 					fmt.Sprintf("member %d is already on this node; two members of a Flock never share a node", other)))
@@ -652,6 +650,7 @@ func validateFlockStatus(f *flock.Flock, fldPath *field.Path) field.ErrorList {
 			}
 		}
 
+		allErrs = append(allErrs, validateMemberMove(m.Move, idxPath.Child("move"))...)
 		if m.Pod != "" && ordinalOK {
 			if want := fmt.Sprintf("%s-%d", f.Name, m.Ordinal); m.Pod != want {
 				allErrs = append(allErrs, field.Invalid(idxPath.Child("pod"), m.Pod, fmt.Sprintf("must be %q (<name>-<ordinal>)", want)))

@@ -93,6 +93,12 @@ func ExtractFlock(flock *flockv1alpha1.Flock, fieldManager string) (*FlockApplyC
 	return ExtractFlockFrom(flock, fieldManager, "")
 }
 
+// ExtractFlockMove extracts the applied configuration owned by fieldManager from
+// flock for the move subresource.
+func ExtractFlockMove(flock *flockv1alpha1.Flock, fieldManager string) (*FlockApplyConfiguration, error) {
+	return ExtractFlockFrom(flock, fieldManager, "move")
+}
+
 // ExtractFlockScale extracts the applied configuration owned by fieldManager from
 // flock for the scale subresource.
 func ExtractFlockScale(flock *flockv1alpha1.Flock, fieldManager string) (*FlockApplyConfiguration, error) {

@@ -53,6 +53,12 @@ type FlockMemberApplyConfiguration struct {
 	// found gone, while it is; memberRecovery's afterSeconds count from it,
 	// so a restarted controller neither shortens nor lengthens the wait.
 	NodeLostSince *v1.Time `json:"nodeLostSince,omitempty"`
+	// Move is a planned move of this member that the flocks/move
+	// subresource accepted and the controller has not carried out yet.
+	// Kept here, so it survives a restart of the controller; the
+	// controller clears it when the member moves (event MemberMoved) or
+	// when the move can no longer be made (event MoveCanceled).
+	Move *FlockMemberMoveApplyConfiguration `json:"move,omitempty"`
 }
 
 // FlockMemberApplyConfiguration constructs a declarative configuration of the FlockMember type for use with
@@ -138,5 +144,13 @@ func (b *FlockMemberApplyConfiguration) WithMessage(value string) *FlockMemberAp
 // If called multiple times, the NodeLostSince field is set to the value of the last call.
 func (b *FlockMemberApplyConfiguration) WithNodeLostSince(value v1.Time) *FlockMemberApplyConfiguration {
 	b.NodeLostSince = &value
+	return b
+}
+
+// WithMove sets the Move field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Move field is set to the value of the last call.
+func (b *FlockMemberApplyConfiguration) WithMove(value *FlockMemberMoveApplyConfiguration) *FlockMemberApplyConfiguration {
+	b.Move = value
 	return b
 }

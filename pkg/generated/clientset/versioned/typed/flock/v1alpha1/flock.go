@@ -54,6 +54,7 @@ type FlockInterface interface {
 	ApplyStatus(ctx context.Context, flock *applyconfigurationflockv1alpha1.FlockApplyConfiguration, opts v1.ApplyOptions) (result *flockv1alpha1.Flock, err error)
 	GetScale(ctx context.Context, flockName string, options v1.GetOptions) (*autoscalingv1.Scale, error)
 	UpdateScale(ctx context.Context, flockName string, scale *autoscalingv1.Scale, opts v1.UpdateOptions) (*autoscalingv1.Scale, error)
+	Move(ctx context.Context, flockName string, flockMove *flockv1alpha1.FlockMove, opts v1.CreateOptions) (*flockv1alpha1.Flock, error)
 
 	FlockExpansion
 }
@@ -101,6 +102,21 @@ func (c *flocks) UpdateScale(ctx context.Context, flockName string, scale *autos
 		SubResource("scale").
 		VersionedParams(&opts, scheme.ParameterCodec).
 		Body(scale).
+		Do(ctx).
+		Into(result)
+	return
+}
+
+// Move takes the representation of a flockMove and creates it.  Returns the server's representation of the flock, and an error, if there is any.
+func (c *flocks) Move(ctx context.Context, flockName string, flockMove *flockv1alpha1.FlockMove, opts v1.CreateOptions) (result *flockv1alpha1.Flock, err error) {
+	result = &flockv1alpha1.Flock{}
+	err = c.GetClient().Post().
+		Namespace(c.GetNamespace()).
+		Resource("flocks").
+		Name(flockName).
+		SubResource("move").
+		VersionedParams(&opts, scheme.ParameterCodec).
+		Body(flockMove).
 		Do(ctx).
 		Into(result)
 	return

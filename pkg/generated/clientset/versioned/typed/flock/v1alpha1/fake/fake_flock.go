@@ -76,3 +76,15 @@ func (c *fakeFlocks) UpdateScale(ctx context.Context, flockName string, scale *a
 	}
 	return obj.(*autoscalingv1.Scale), err
 }
+
+// Move takes the representation of a flockMove and creates it.  Returns the server's representation of the flock, and an error, if there is any.
+func (c *fakeFlocks) Move(ctx context.Context, flockName string, flockMove *v1alpha1.FlockMove, opts v1.CreateOptions) (result *v1alpha1.Flock, err error) {
+	emptyResult := &v1alpha1.Flock{}
+	obj, err := c.Fake.
+		Invokes(testing.NewCreateSubresourceActionWithOptions(c.Resource(), flockName, "move", c.Namespace(), flockMove, opts), emptyResult)
+
+	if obj == nil {
+		return emptyResult, err
+	}
+	return obj.(*v1alpha1.Flock), err
+}
