@@ -25,7 +25,7 @@ import (
 
 // Sync reconciles one Flock: the data-cleanup finalizer, placement (member
 // nodes are recorded in status before anything else) and recovery of
-// members on lost nodes, adoption/release of pods, the template's
+// members on lost nodes, adoption/release of pods, planned member moves, the template's
 // ControllerRevision, the Service, members' data and pods and the rolling
 // update, data cleanup, status, and last what waits for the status:
 // pruning revisions, dropping the finalizer.
@@ -95,6 +95,18 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	}
 	s = fc.adopted(s, owned)
 	podByOrdinal := s.pods
+
+	// 2b. Planned moves (flocks/move), once the members' pods are known:
+	// a moved member's new node is recorded before its pod is replaced.
+	if !deleting {
+		var requeue time.Duration
+		if f, requeue, err = fc.moveMembers(ctx, s); err != nil {
+			return Result{}, err
+		}
+		s = s.withFlock(f)
+		members = s.members
+		result.requeue(requeue)
+	}
 
 	// 3. The template's revision.
 	plan, revisions, err := fc.syncRevisions(ctx, f, rm, podByOrdinal)
@@ -225,6 +237,13 @@ func NewDefaultFlockControl(members MemberControl, data DataControl, revisions R
 	}
 	fc.data = &dataSyncer{
 		data: data, pods: members, event: fc.event,
+		nodeByName: func(name string) *corev1.Node {
+			n, err := nodeLister.Get(name)
+			if err != nil {
+				return nil
+			}
+			return n
+		},
 		dataRoot: opts.DataRoot, helperNamespace: opts.HelperNamespace, helperImage: opts.CleanupImage,
 	}
 	return fc

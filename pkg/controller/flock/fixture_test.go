@@ -390,6 +390,9 @@ type fixture struct {
 	// former remembers, per Flock UID and ordinal, the nodes a member was
 	// reassigned away from.
 	former map[types.UID]map[int32]map[string]bool
+	// asked remembers, per Flock UID and ordinal, the nodes a planned move
+	// (requestMove) asked for: a member may move there.
+	asked map[types.UID]map[int32]map[string]bool
 }
 
 func newFixture(t *testing.T, nodeNames ...string) *fixture {
@@ -427,6 +430,7 @@ func newFixtureWithLogVerbosity(t *testing.T, verbosity int, nodeNames ...string
 		recorder:  record.NewFakeRecorder(10000),
 		assigned:  map[types.UID]map[int32]string{},
 		former:    map[types.UID]map[int32]map[string]bool{},
+		asked:     map[types.UID]map[int32]map[string]bool{},
 	}
 	f.members = newFakeMemberControl(f.pods, f.services, clk)
 	f.members.instantPrepare = true
@@ -882,9 +886,11 @@ func (f *fixture) check() {
 		reassign := fl.Spec.MemberRecovery.Policy == v1alpha1.ReassignMemberRecovery
 		for ord, m := range members {
 			if old, ok := prev[ord]; ok && old != m.Node {
-				// Only Reassign moves a member, only off a lost node, and
-				// only to a Ready one.
-				if !reassign || !f.nodeLost(old) || f.nodeLost(m.Node) {
+				// Only a planned move to the node it asked for, or
+				// Reassign, only off a lost node and only to a Ready one,
+				// moves a member.
+				planned := f.asked[fl.UID][ord][m.Node]
+				if !planned && (!reassign || !f.nodeLost(old) || f.nodeLost(m.Node)) {
 					f.t.Fatalf("flock %s: member %d moved from node %s (lost %v) to %s (lost %v), policy %s",
 						fl.Name, ord, old, f.nodeLost(old), m.Node, f.nodeLost(m.Node), fl.Spec.MemberRecovery.Policy)
 				}

@@ -81,7 +81,8 @@ type podDeletion struct {
 }
 
 // planReassignedDeletions returns the pods pinned to another node than
-// their member's (the member was reassigned off a lost node): such a pod is
+// their member's (the member was reassigned off a lost node, or moved on
+// purpose; the pod goes gracefully unless its node is lost): such a pod is
 // not the member any more and goes at once, whatever the order, so it
 // cannot keep serving the member's name if its node comes back.
 func planReassignedDeletions(s *snapshot) []podDeletion {
@@ -95,7 +96,7 @@ func planReassignedDeletions(s *snapshot) []podDeletion {
 			continue
 		}
 		out = append(out, podDeletion{ord: ord, pod: pod, force: force, changes: true,
-			why: fmt.Sprintf("member %d was reassigned from node %s to node %s", ord, node, m.Node)})
+			why: fmt.Sprintf("member %d was moved from node %s to node %s", ord, node, m.Node)})
 	}
 	return out
 }

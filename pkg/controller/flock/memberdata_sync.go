@@ -41,6 +41,9 @@ type dataSyncer struct {
 	data  DataControl
 	pods  MemberControl
 	event func(f *v1alpha1.Flock, eventType, reason, format string, args ...any)
+	// nodeByName returns a node from the cache, nil when it is not
+	// there (nil: no node is known).
+	nodeByName func(name string) *corev1.Node
 	// dataRoot, helperNamespace and helperImage are the controller's
 	// options.
 	dataRoot, helperNamespace, helperImage string
@@ -135,7 +138,11 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 		// reassigned off a lost node, or placed while its volume's node
 		// was gone (placement keeps a member whose volume's node exists
 		// for that node). Its old volume and claim go, fresh ones are made
-		// on its node; the old directory stays on the old node.
+		// on its node; the old directory follows whenScaled
+		// (memberdata_move.go).
+		if st, wait, err := d.removeLeftData(ctx, f, m, pv, now); wait || err != nil {
+			return st, err
+		}
 		return d.replaceVolume(ctx, f, m, pv, "it is on node "+m.Node+", not on its volume's node")
 	}
 

@@ -234,7 +234,7 @@ func TestPlanReassignedDeletions(t *testing.T) {
 	})
 	got := planReassignedDeletions(s)
 	if len(got) != 1 || got[0].pod.Name != "pg-1" || !got[0].force || !got[0].changes ||
-		got[0].why != "member 1 was reassigned from node n-b to node n-c" {
+		got[0].why != "member 1 was moved from node n-b to node n-c" {
 		t.Fatalf("deletions = %+v", got)
 	}
 	// Merely NotReady (it may be partitioned and still run the pod): a

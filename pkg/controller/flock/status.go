@@ -312,6 +312,10 @@ func mergeStatus(current *v1alpha1.FlockStatus, desired v1alpha1.FlockStatus, re
 			continue
 		}
 		if d, ok := want[m.Ordinal]; ok && d.Node == m.Node {
+			// A planned move is the move subresource's to set and
+			// moveMembers' to clear: one accepted after this sync read
+			// the Flock is kept.
+			d.Move = m.Move
 			m = d
 		}
 		current.Members = append(current.Members, m)
