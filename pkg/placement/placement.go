@@ -418,6 +418,33 @@ func Assign(nodes []*corev1.Node, r Requirement, existing map[int32]string, usag
 	return assigned, unplaced
 }
 
+// Relocate returns the node member ordinal of a Flock moves to when it
+// leaves its node: the node Assign would give it as a new member (eligible,
+// free of the Flock's other members, zones spread, least used first), never
+// the node it leaves. existing maps every recorded member of the Flock, the
+// moving one included, to its node. false: no node is free.
+func Relocate(nodes []*corev1.Node, r Requirement, existing map[int32]string, ordinal int32, usage map[string]int) (string, bool) {
+	from := existing[ordinal]
+	others := make(map[int32]string, len(existing))
+	top := max(r.Replicas, ordinal+1)
+	for ord, node := range existing {
+		if ord != ordinal {
+			others[ord] = node
+			top = max(top, ord+1)
+		}
+	}
+	pool := make([]*corev1.Node, 0, len(nodes))
+	for _, n := range nodes {
+		if n.Name != from {
+			pool = append(pool, n)
+		}
+	}
+	r.Replicas = top
+	assigned, _ := Assign(pool, r, others, usage)
+	to, ok := assigned[ordinal]
+	return to, ok && to != from
+}
+
 // pickSpread returns the first unused node of pool (sorted by preference)
 // in a zone with the fewest members of the Flock (inZone), or "" when every
 // node is used.

@@ -70,11 +70,9 @@ func planRecovery(s *snapshot) recoveryPlan {
 	plan := recoveryPlan{moves: map[int32]memberMove{}, losses: map[int32]nodeLoss{}}
 	taken := map[string]bool{}
 	existing := map[int32]string{}
-	top := replicas
 	for _, m := range f.Status.Members {
 		taken[m.Node] = true
 		existing[m.Ordinal] = m.Node
-		top = max(top, m.Ordinal+1)
 	}
 	candidates := s.readyNodes()
 	usage := s.usage()
@@ -105,17 +103,8 @@ func planRecovery(s *snapshot) recoveryPlan {
 				reassignUnconfirmedPrefix, m.Node, corev1.TaintNodeOutOfService)
 			plan.unconfirmed = append(plan.unconfirmed, m.Ordinal)
 		default:
-			others := make(map[int32]string, len(existing))
-			for ord, node := range existing {
-				if ord != m.Ordinal {
-					others[ord] = node
-				}
-			}
-			req := placement.RequirementFromFlock(f)
-			req.Replicas = top
-			assigned, _ := placement.Assign(candidates, req, others, usage)
-			to, ok := assigned[m.Ordinal]
-			if !ok || taken[to] || to == m.Node {
+			to, ok := placement.Relocate(candidates, placement.RequirementFromFlock(f), existing, m.Ordinal, usage)
+			if !ok || taken[to] {
 				loss.Note = "memberRecovery Reassign cannot move it yet: no other eligible Ready node is free of this Flock's members"
 				break
 			}
