@@ -45,6 +45,16 @@ func (x *NodeIndex) Len() int {
 	return len(x.byName)
 }
 
+// Get returns the node named name, nil when the index has none.
+func (x *NodeIndex) Get(name string) *corev1.Node {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	if slot, ok := x.byName[name]; ok {
+		return x.nodes[slot]
+	}
+	return nil
+}
+
 // Set adds node, or replaces the node of the same name.
 func (x *NodeIndex) Set(node *corev1.Node) {
 	x.mu.Lock()

@@ -36,11 +36,9 @@ func (p *Plugin) validateMove(ctx context.Context, a admission.Attributes) error
 		return err
 	}
 	var why string
-	switch n, err := p.nodes.lister.Get(mv.Node); {
-	case apierrors.IsNotFound(err):
+	switch n := p.nodes.Get(mv.Node); {
+	case n == nil:
 		why = fmt.Sprintf("node %s does not exist", mv.Node)
-	case err != nil:
-		return apierrors.NewInternalError(err)
 	default:
 		eligible, ex := placement.IsEligible(n, placement.RequirementFromFlock(f))
 		if eligible {
