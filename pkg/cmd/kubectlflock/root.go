@@ -5,6 +5,8 @@
 //
 //	kubectl flock members NAME [-o wide|json]   one row per member
 //	kubectl flock where NODE                    the members that live on a node
+//	kubectl flock move NAME ORDINAL [--to NODE] move one member (flocks/move)
+//	kubectl flock drain-node NODE [--dry-run]   move every member off a node
 package kubectlflock
 
 import (
@@ -59,7 +61,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o := &options{configFlags: genericclioptions.NewConfigFlags(true), streams: streams}
 	cmd := &cobra.Command{
 		Use:           "kubectl-flock",
-		Short:         "Day-two operations on Flocks: members, where",
+		Short:         "Day-two operations on Flocks: members, where, move, drain-node",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl flock"},
@@ -70,7 +72,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)
 	o.configFlags.AddFlags(cmd.PersistentFlags())
-	cmd.AddCommand(newMembersCommand(o), newWhereCommand(o))
+	cmd.AddCommand(newMembersCommand(o), newWhereCommand(o), newMoveCommand(o), newDrainNodeCommand(o))
 	return cmd
 }
 
