@@ -5,7 +5,7 @@ GO ?= go
 BIN := $(CURDIR)/_output/bin
 GOTEST_FLAGS ?=
 
-.PHONY: all build tools doctor test test-unit test-integration test-e2e test-e2e-real bench bench-e2e \
+.PHONY: all build tools doctor test test-unit test-integration test-e2e test-e2e-real test-faults bench bench-e2e \
 	image verify verify-codegen verify-gofmt verify-vet verify-mod \
 	update update-codegen update-gofmt update-mod local-up clean
 
@@ -43,8 +43,8 @@ doctor:
 	$(GO) run ./hack/doctor
 
 ## test: the prerequisites, then unit, integration and end-to-end tests (kwok
-## nodes, then the real-node lane)
-test: doctor test-unit test-integration test-e2e test-e2e-real
+## nodes, then the real-node lane), then the fault suite
+test: doctor test-unit test-integration test-e2e test-e2e-real test-faults
 
 test-unit:
 	$(GO) test $(GOTEST_FLAGS) ./pkg/... ./cmd/... ./hack/... ./internal/... ./test/cluster/... ./test/images/... ./test/readme/...
@@ -60,6 +60,14 @@ test-e2e: tools build
 ## another run holds it; FLOCK_E2E_REQUIRE_REAL_NODES=1 makes that a failure.
 test-e2e-real: tools build
 	FLOCK_BIN=$(BIN) $(GO) test $(GOTEST_FLAGS) -count=1 -timeout 20m -run '^TestRealNode' -v ./test/e2e/
+
+## test-faults: the fault suite (test/faults): a workload of Flocks on a
+## control plane of its own while components are killed, hung and restarted
+## and nodes deleted and partitioned; invariants checked from watches. It
+## prints per fault the operations done, the checks made and the time to
+## converge.
+test-faults: tools build
+	FLOCK_BIN=$(BIN) $(GO) test $(GOTEST_FLAGS) -count=1 -timeout 15m -v -run '^TestFaults$$' ./test/faults/
 
 ## bench: benchmarks, each reported next to an anchor from the same run
 bench:

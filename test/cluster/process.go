@@ -23,6 +23,8 @@ type Process struct {
 	// Path and Args are the binary and its arguments (without the binary).
 	Path string
 	Args []string
+	// Env is what the process got on top of the harness's environment.
+	Env []string
 	// LogFile receives the process's stdout and stderr.
 	LogFile string
 
@@ -147,7 +149,7 @@ func StartProcess(name, path string, args, env []string, logFile, dir string) (*
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &Process{Name: name, Path: path, Args: args, LogFile: logFile, cmd: cmd, log: f, done: make(chan struct{})}
+	p := &Process{Name: name, Path: path, Args: args, Env: env, LogFile: logFile, cmd: cmd, log: f, done: make(chan struct{})}
 	go func() {
 		p.waitErr = cmd.Wait()
 		f.Close()

@@ -10,10 +10,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"regexp"
 	"slices"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -32,10 +30,7 @@ const (
 	leaderRestartTimeout = 3 * time.Minute
 )
 
-var (
-	leaderBecameRE = regexp.MustCompile(`"Became leader; starting the Flock controller".* identity="([^"]+)"`)
-	leaderOtherRE  = regexp.MustCompile(`"Another replica leads the Flock controller".* leader="([^"]+)"`)
-)
+var leaderBecameRE = cluster.LeaderBecameRE
 
 func TestControllerLeaderElection(t *testing.T) {
 	// The servers log pod creations (-v=2) and hand over faster than the
@@ -169,17 +164,12 @@ func leaderLeaseHolder(t *testing.T) string {
 	return *l.Spec.HolderIdentity
 }
 
-// leaderLogRun returns the part of a harness log written by the latest process
-// (after the last "=== <time>: <command>" line the harness writes at each start).
+// leaderLogRun returns the part of a harness log written by the latest process.
 func leaderLogRun(t *testing.T, path string) string {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	s, err := cluster.LatestRunLog(path)
 	if err != nil {
 		t.Fatal(err)
-	}
-	s := string(data)
-	if i := strings.LastIndex(s, "\n=== "); i >= 0 {
-		s = s[i+1:]
 	}
 	return s
 }
@@ -276,52 +266,37 @@ func TestControllerLeaseLostKeepsServing(t *testing.T) {
 }
 
 // startLeaderPair starts two flock-apiservers on an etcd of their own
-// (etcd-<name>) with args added to both: the extra server A
-// (flock-apiserver-<name>-a), which leads, then the main one (the server
-// behind the APIService, so kubectl and the garbage collector see the
-// shared store) restarted as B, which follows A. The main server is stopped
-// before A starts, so that A is the leader, and restored as it was when
-// the test ends. It returns A, B and A's leader identity.
+// (cluster.StartFlockPair) with args added to both: A, which leads, and the
+// main server (the one behind the APIService, so kubectl and the garbage
+// collector see the shared store) restarted as B, which follows A. The main
+// server is restored as it was when the test ends. It returns A, B and A's
+// leader identity.
 func startLeaderPair(t *testing.T, name string, args ...string) (*cluster.FlockServer, *cluster.Process, string) {
 	t.Helper()
-	etcd, err := env.StartEtcd(ctxFor(t), "etcd-"+name)
+	pair, err := env.StartFlockPair(ctxFor(t), name, flockArgs(), args, leaderRestartTimeout)
+	if pair.Etcd != nil {
+		t.Cleanup(func() {
+			if err := pair.Etcd.Stop(cluster.DefaultStopGrace); err != nil {
+				t.Error(err)
+			}
+		})
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), leaderRestartTimeout)
+			defer cancel()
+			if _, err := env.RestartFlockAPIServer(ctx, flockArgs()); err != nil {
+				t.Errorf("restoring the main flock-apiserver: %v", err)
+			}
+		})
+	}
+	if pair.A != nil {
+		t.Cleanup(func() {
+			// A may be stopped (SIGSTOP) by the test; wake it to stop it.
+			_ = pair.A.Signal(syscall.SIGCONT)
+			_ = pair.A.Stop(cluster.DefaultStopGrace)
+		})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := etcd.Stop(cluster.DefaultStopGrace); err != nil {
-			t.Error(err)
-		}
-	})
-	shared := append([]string{"--etcd-servers=" + etcd.URL}, args...)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), leaderRestartTimeout)
-		defer cancel()
-		if _, err := env.RestartFlockAPIServer(ctx, flockArgs()); err != nil {
-			t.Errorf("restoring the main flock-apiserver: %v", err)
-		}
-	})
-	if err := env.FlockProcess().Stop(cluster.DefaultStopGrace); err != nil {
-		t.Fatal(err)
-	}
-	startCtx, cancel := context.WithTimeout(t.Context(), leaderRestartTimeout)
-	defer cancel()
-	a, err := env.StartExtraFlockAPIServer(startCtx, "flock-apiserver-"+name+"-a", shared)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		// A may be stopped (SIGSTOP) by the test; wake it to stop it.
-		_ = a.Signal(syscall.SIGCONT)
-		_ = a.Stop(cluster.DefaultStopGrace)
-	})
-	idA := leaderWaitLog(t, a.LogFile, leaderBecameRE, 60*time.Second)
-	b, err := env.RestartFlockAPIServer(startCtx, append(flockArgs(), shared...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if led := leaderWaitLog(t, b.LogFile, leaderOtherRE, 60*time.Second); led != idA {
-		t.Fatalf("B (pid %d) reports leader %q, want A's %q", b.PID(), led, idA)
-	}
-	return a, b, idA
+	return pair.A, pair.B, pair.IDA
 }

@@ -6,7 +6,9 @@ package flock
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -54,7 +56,8 @@ func hasFinalizer(f *v1alpha1.Flock, name string) bool {
 //     are gone;
 //   - whenDeleted: Delete: every member of a Flock being deleted, once the
 //     member pods (which this deletes itself: the garbage collector leaves
-//     them while the finalizer holds the Flock) are gone.
+//     them while the finalizer holds the Flock) are gone, and the data that
+//     scale downs under whenScaled: Retain kept (withRetainedMembers).
 //
 // A member waiting for its cleanup stays in status, so the work survives a
 // restart. A member whose node is gone keeps its directory there (with an
@@ -103,6 +106,15 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 		}
 	}
 
+	if cleanAll && !usesClaimTemplate(f) {
+		// Members a scale down left with their data (whenScaled: Retain)
+		// are no longer in status; their volumes say where they were.
+		vols, err := fc.data.data.ListVolumes(labels.SelectorFromSet(labels.Set{LabelFlockUID: string(f.UID)}))
+		if err != nil {
+			errs = append(errs, err)
+		}
+		members = withRetainedMembers(f, members, vols, nodes)
+	}
 	for _, m := range sortedMembers(members) {
 		if !need(m) {
 			continue
@@ -189,4 +201,52 @@ func (fc *defaultFlockControl) recordDataNames(f *v1alpha1.Flock, members map[in
 		}
 		members[ord] = m
 	}
+}
+
+// withRetainedMembers returns members plus a member for each of volumes (the
+// Flock's node-local PersistentVolumes) whose ordinal is not a member any
+// more, as a scale down under whenScaled: Retain leaves them: on the node
+// whose hostname the volume is pinned to (its name when no node has it).
+// members is not modified.
+func withRetainedMembers(f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMember, volumes []*corev1.PersistentVolume, nodes map[string]*corev1.Node) map[int32]v1alpha1.FlockMember {
+	out := maps.Clone(members)
+	for _, pv := range volumes {
+		ord64, err := strconv.ParseInt(pv.Labels[v1alpha1.LabelOrdinal], 10, 32)
+		ord := int32(ord64)
+		if err != nil || ord < 0 || pv.Name != PersistentVolumeName(f.UID, ord) {
+			continue
+		}
+		if _, ok := out[ord]; ok {
+			continue
+		}
+		node := volumeHostname(pv)
+		for _, n := range nodes {
+			if volumeOnNode(pv, NodeHostname(n)) {
+				node = n.Name
+				break
+			}
+		}
+		if node == "" {
+			continue
+		}
+		out[ord] = v1alpha1.FlockMember{Ordinal: ord, Node: node, Pod: PodName(f.Name, ord)}
+	}
+	return out
+}
+
+// volumeHostname returns the hostname a node-local PersistentVolume is
+// pinned to ("" if none).
+func volumeHostname(pv *corev1.PersistentVolume) string {
+	na := pv.Spec.NodeAffinity
+	if na == nil || na.Required == nil {
+		return ""
+	}
+	for _, term := range na.Required.NodeSelectorTerms {
+		for _, r := range term.MatchExpressions {
+			if r.Key == hostnameLabel && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
+				return r.Values[0]
+			}
+		}
+	}
+	return ""
 }

@@ -284,6 +284,50 @@ func TestDeleteWithDeleteRetentionRemovesDataThenReleasesTheFlock(t *testing.T) 
 	}
 }
 
+// whenScaled: Retain, whenDeleted: Delete: members a scale down left with
+// their data are not in status any more, and deleting the Flock removes
+// their data too (found by the fault suite: their volumes were left).
+func TestDeleteRemovesDataRetainedByScaleDown(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c")
+	f.createFlock(withRetention(newFlock("pg", 3), v1alpha1.RetainRetentionPolicy, v1alpha1.DeleteRetentionPolicy))
+	f.settle("pg")
+	f.scale("pg", 1)
+	f.settle("pg")
+	if m := f.memberNodes("pg"); len(m) != 1 || len(f.data.volumes) != 3 || len(f.data.claims) != 3 {
+		t.Fatalf("members %v, volumes %v, claims %v: a Retain scale down keeps the data", m, f.data.volumes, f.data.claims)
+	}
+	f.events()
+
+	f.deleteFlock("pg")
+	var cleaned []string
+	for i := 0; i < 20 && f.flockExists("pg"); i++ {
+		f.mustSync("pg")
+		for _, ord := range []int32{1, 2} {
+			if !f.flockExists("pg") {
+				break
+			}
+			if h := f.helperPod("pg", HelperCleanup, ord); h != nil && !slices.Contains(cleaned, h.Spec.NodeName) {
+				cleaned = append(cleaned, h.Spec.NodeName)
+			}
+		}
+		f.runPods()
+		f.finishTerminating()
+	}
+	if f.flockExists("pg") {
+		t.Fatalf("the Flock is still held: %+v", f.getFlock("pg").Status)
+	}
+	slices.Sort(cleaned)
+	if !slices.Equal(cleaned, []string{"n-b", "n-c"}) {
+		t.Errorf("cleanup helpers of the scaled-down members ran on %v, want their nodes n-b and n-c", cleaned)
+	}
+	if len(f.data.volumes) != 0 || len(f.data.claims) != 0 {
+		t.Errorf("left: volumes %v, claims %v", f.data.volumes, f.data.claims)
+	}
+	if !hasEvent(f.events(), "Normal DataCleanupDone", pgDir, "member 2", "n-c") {
+		t.Error("no DataCleanupDone event for member 2")
+	}
+}
+
 func TestDeleteWithRetainNeedsNoFinalizer(t *testing.T) {
 	f := newFixture(t, "n-a", "n-b")
 	f.createFlock(newFlock("pg", 2))

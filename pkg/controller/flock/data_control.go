@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 )
@@ -20,6 +21,9 @@ import (
 type DataControl interface {
 	// GetVolume returns a PersistentVolume from the cache.
 	GetVolume(name string) (*corev1.PersistentVolume, error)
+	// ListVolumes returns the PersistentVolumes in the cache that selector
+	// matches.
+	ListVolumes(selector labels.Selector) ([]*corev1.PersistentVolume, error)
 	// CreateVolume creates pv.
 	CreateVolume(ctx context.Context, pv *corev1.PersistentVolume) error
 	// UpdateVolume updates pv (a copy the caller owns).
@@ -53,6 +57,10 @@ var _ DataControl = &realDataControl{}
 
 func (c *realDataControl) GetVolume(name string) (*corev1.PersistentVolume, error) {
 	return c.volumeLister.Get(name)
+}
+
+func (c *realDataControl) ListVolumes(selector labels.Selector) ([]*corev1.PersistentVolume, error) {
+	return c.volumeLister.List(selector)
 }
 
 func (c *realDataControl) CreateVolume(ctx context.Context, pv *corev1.PersistentVolume) error {

@@ -51,6 +51,16 @@ func (c *fakeDataControl) GetVolume(name string) (*corev1.PersistentVolume, erro
 	return nil, apierrors.NewNotFound(pvResource, name)
 }
 
+func (c *fakeDataControl) ListVolumes(selector labels.Selector) ([]*corev1.PersistentVolume, error) {
+	var out []*corev1.PersistentVolume
+	for _, pv := range c.volumes {
+		if selector.Matches(labels.Set(pv.Labels)) {
+			out = append(out, pv)
+		}
+	}
+	return out, nil
+}
+
 func (c *fakeDataControl) CreateVolume(_ context.Context, pv *corev1.PersistentVolume) error {
 	if _, ok := c.volumes[pv.Name]; ok {
 		return apierrors.NewAlreadyExists(pvResource, pv.Name)

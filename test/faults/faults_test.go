@@ -1,0 +1,373 @@
+// File faults_test.go: TestFaults, the faults one at a time and then
+// overlapping, each while the workload runs, followed by the convergence
+// check; and the harness's side of each fault (kill and restart a
+// component, as its supervisor would; hang a leader; delete or partition a
+// node).
+
+package faults
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	flockcontroller "flock.dev/flock/pkg/controller/flock"
+	"flock.dev/flock/test/cluster"
+)
+
+const (
+	// convergeTimeout bounds how long the Flocks may take to converge after
+	// a fault: a test timeout, not a performance target.
+	convergeTimeout = 3 * time.Minute
+	// warmup and cooldown: the workload runs this long before a fault and
+	// after it ends.
+	warmup, cooldown = 3 * time.Second, 2 * time.Second
+	// downtime is how long a killed component stays down.
+	downtime = 2 * time.Second
+	// hangFor is how long a hung leader stays stopped: longer than the
+	// 6s lease (serverArgs).
+	hangFor = 10 * time.Second
+	// nodeAwayFor is how long a deleted node stays away and a partitioned
+	// node NotReady: longer than the 5s afterSeconds of the workload's
+	// Reassign Flocks.
+	nodeAwayFor = 10 * time.Second
+	// leaderTimeout bounds the wait for a live leader.
+	leaderTimeout = 60 * time.Second
+)
+
+// fault is one fault: inject starts it and returns heal, which ends it.
+type fault struct {
+	name   string
+	inject func(t *testing.T, ctx context.Context) (heal func(ctx context.Context) error)
+}
+
+func TestFaults(t *testing.T) {
+	ns := "faults"
+	ctx := t.Context()
+	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wl := newWorkload(ns)
+	chk := newChecker(ns, wl)
+	watchCtx, stopWatches := context.WithCancel(ctx)
+	defer stopWatches()
+	chk.start(watchCtx)
+
+	faults := []fault{
+		{"SIGKILL flock-apiserver (behind the APIService)", killMainFlock},
+		{"SIGKILL flock-apiserver (controller leader)", killLeader},
+		{"SIGKILL flock's etcd", killComponent(func() *cluster.Process { return pair.Etcd.Process }, func(p *cluster.Process) { pair.Etcd.Process = p })},
+		{"SIGKILL kube-apiserver", killNamed("kube-apiserver")},
+		{"SIGKILL kube's etcd", killNamed("etcd")},
+		{"SIGKILL kube-controller-manager", killNamed("kube-controller-manager")},
+		{"SIGSTOP flock-apiserver leader > lease, SIGCONT", hangLeader},
+		{"leader hand-over (SIGTERM leader, restart)", handOver},
+		{"node deleted, back after 10s", deleteNode},
+		{"node NotReady (partition), back after 10s", partitionNode},
+		{"overlap: SIGKILL leader + node deleted", overlap(killLeader, deleteNode)},
+		{"overlap: SIGKILL kube-apiserver + kube-controller-manager + node NotReady", overlap(partitionNode, killNamed("kube-controller-manager"), killNamed("kube-apiserver"))},
+		{"overlap: SIGKILL flock-apiserver (behind the APIService) + flock's etcd", overlap(killMainFlock,
+			killComponent(func() *cluster.Process { return pair.Etcd.Process }, func(p *cluster.Process) { pair.Etcd.Process = p }))},
+	}
+	var report []string
+	for _, f := range faults {
+		line := runFault(t, ctx, wl, chk, f)
+		report = append(report, line)
+		t.Log(line)
+		if t.Failed() {
+			break
+		}
+	}
+	t.Logf("per fault: workload operations, invariant checks, convergence after the fault ended\n%s", strings.Join(report, "\n"))
+	breaks := map[string]int{}
+	chk.mu.Lock()
+	for k, v := range chk.watchBreaks {
+		breaks[k] = v
+	}
+	unverified := chk.unverified
+	chk.mu.Unlock()
+	t.Logf("watches re-established: %v; pods whose recorded node could not be checked (gone before a relist caught up): %d", breaks, unverified)
+}
+
+// runFault runs the workload, injects f, heals it, stops the workload and
+// waits for convergence; it returns the fault's report line and fails the
+// test on the first broken invariant.
+func runFault(t *testing.T, ctx context.Context, wl *workload, chk *checker, f fault) string {
+	t.Helper()
+	ops0, failed0 := wl.counts()
+	checks0, _ := chk.counts()
+
+	wctx, stopWorkload := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wl.run(wctx)
+	}()
+	defer func() {
+		stopWorkload()
+		<-done
+	}()
+	sleepCtx(ctx, warmup)
+	heal := f.inject(t, ctx)
+	if t.Failed() {
+		return f.name + ": injecting failed"
+	}
+	if err := heal(ctx); err != nil {
+		t.Fatalf("%s: ending the fault: %v", f.name, err)
+	}
+	ended := time.Now()
+	sleepCtx(ctx, cooldown)
+	stopWorkload()
+	<-done
+
+	var lastErr error
+	deadline := time.Now().Add(convergeTimeout)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		lastErr = wl.converged(cctx)
+		cancel()
+		if lastErr == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		sleepCtx(ctx, time.Second)
+	}
+	convergedIn := time.Since(ended)
+	settleCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	chk.settle(settleCtx)
+	cancel()
+
+	ops1, failed1 := wl.counts()
+	checks1, violations := chk.counts()
+	var opsDone, checksDone int
+	var opParts, checkParts []string
+	for _, k := range []string{"create", "scale", "roll", "delete"} {
+		opsDone += ops1[k] - ops0[k]
+		opParts = append(opParts, fmt.Sprintf("%s %d", k, ops1[k]-ops0[k]))
+	}
+	var kinds []string
+	for k := range checks1 {
+		kinds = append(kinds, k)
+	}
+	slices.Sort(kinds)
+	for _, k := range kinds {
+		checksDone += checks1[k] - checks0[k]
+		checkParts = append(checkParts, fmt.Sprintf("%s %d", k, checks1[k]-checks0[k]))
+	}
+	line := fmt.Sprintf("%-75s ops %3d (%s; %d failed) | checks %5d (%s) | converged %.1fs after the fault ended",
+		f.name, opsDone, strings.Join(opParts, ", "), failed1-failed0, checksDone, strings.Join(checkParts, ", "), convergedIn.Seconds())
+	if violations > 0 {
+		t.Fatalf("%s: invariant broken (%d in all); the first:\n%s", f.name, violations, chk.firstViolation())
+	}
+	if lastErr != nil {
+		t.Fatalf("%s: the Flocks did not converge within %v after the fault: %v", f.name, convergeTimeout, lastErr)
+	}
+	if opsDone == 0 || checksDone == 0 {
+		t.Fatalf("%s: %d workload operations and %d invariant checks; the fault hit nothing", f.name, opsDone, checksDone)
+	}
+	return line
+}
+
+// overlap injects several faults at once, in order, and heals them in the
+// reverse order (a component others need is injected last, healed first).
+func overlap(faults ...func(t *testing.T, ctx context.Context) func(ctx context.Context) error) func(t *testing.T, ctx context.Context) func(ctx context.Context) error {
+	return func(t *testing.T, ctx context.Context) func(ctx context.Context) error {
+		var heals []func(ctx context.Context) error
+		for _, f := range faults {
+			heals = append(heals, f(t, ctx))
+			if t.Failed() {
+				break
+			}
+		}
+		return func(ctx context.Context) error {
+			for i := len(heals) - 1; i >= 0; i-- {
+				if err := heals[i](ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+}
+
+// killComponent SIGKILLs the process get returns; healing restarts it
+// (same flags and data) after downtime and hands the new process to set.
+func killComponent(get func() *cluster.Process, set func(*cluster.Process)) func(t *testing.T, ctx context.Context) func(ctx context.Context) error {
+	return func(t *testing.T, ctx context.Context) func(ctx context.Context) error {
+		p := get()
+		if err := p.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("SIGKILLed %s", p)
+		return func(ctx context.Context) error {
+			sleepCtx(ctx, downtime)
+			np, err := env.RestartComponent(ctx, p)
+			if err != nil {
+				return err
+			}
+			set(np)
+			return nil
+		}
+	}
+}
+
+// killNamed is killComponent of the harness's component name.
+func killNamed(name string) func(t *testing.T, ctx context.Context) func(ctx context.Context) error {
+	return killComponent(func() *cluster.Process { return env.Component(name) }, func(*cluster.Process) {})
+}
+
+// killMainFlock kills the flock-apiserver behind the APIService.
+func killMainFlock(t *testing.T, ctx context.Context) func(ctx context.Context) error {
+	return killComponent(env.FlockProcess, func(p *cluster.Process) { pair.B = p })(t, ctx)
+}
+
+// killLeader kills the flock-apiserver that holds the controller Lease.
+func killLeader(t *testing.T, ctx context.Context) func(ctx context.Context) error {
+	get, set := leader(t, ctx)
+	return killComponent(get, set)(t, ctx)
+}
+
+// hangLeader stops (SIGSTOP) the leader for longer than its lease, then
+// lets it go on (SIGCONT): it finds the Lease taken by the other server.
+func hangLeader(t *testing.T, ctx context.Context) func(ctx context.Context) error {
+	get, _ := leader(t, ctx)
+	p := get()
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("SIGSTOPped %s", p)
+	return func(ctx context.Context) error {
+		sleepCtx(ctx, hangFor)
+		return p.Signal(syscall.SIGCONT)
+	}
+}
+
+// handOver stops the leader gracefully (it releases the Lease, the other
+// server takes over) and starts it again.
+func handOver(t *testing.T, ctx context.Context) func(ctx context.Context) error {
+	get, set := leader(t, ctx)
+	p := get()
+	if err := p.Stop(cluster.DefaultStopGrace); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stopped %s", p)
+	return func(ctx context.Context) error {
+		np, err := env.RestartComponent(ctx, p)
+		if err != nil {
+			return err
+		}
+		set(np)
+		return nil
+	}
+}
+
+// leader waits until the controller Lease is held by one of the two
+// running flock-apiservers and returns a getter and setter of that server's
+// process.
+func leader(t *testing.T, ctx context.Context) (func() *cluster.Process, func(*cluster.Process)) {
+	t.Helper()
+	servers := []struct {
+		get func() *cluster.Process
+		set func(*cluster.Process)
+	}{
+		{func() *cluster.Process { return pair.A.Process }, func(p *cluster.Process) { pair.A.Process = p }},
+		{env.FlockProcess, func(p *cluster.Process) { pair.B = p }},
+	}
+	deadline := time.Now().Add(leaderTimeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		lease, err := env.Kube.CoordinationV1().Leases(cluster.FlockNamespace).Get(ctx, "flock-controller", metav1.GetOptions{})
+		if err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity != "" {
+			for _, s := range servers {
+				p := s.get()
+				if log, err := cluster.LatestRunLog(p.LogFile); err == nil && !p.Exited() &&
+					strings.Contains(log, `identity="`+*lease.Spec.HolderIdentity+`"`) {
+					return s.get, s.set
+				}
+			}
+		}
+		sleepCtx(ctx, 500*time.Millisecond)
+	}
+	t.Fatalf("no running flock-apiserver holds the controller Lease after %v", leaderTimeout)
+	return nil, nil
+}
+
+// busiestNode is a node that runs the most member pods of the namespace.
+func busiestNode(t *testing.T, ctx context.Context, ns string) string {
+	t.Helper()
+	pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	best := env.NodeNames[0]
+	for i := range pods.Items {
+		if node := flockcontroller.PinnedNode(&pods.Items[i]); node != "" {
+			count[node]++
+			if count[node] > count[best] {
+				best = node
+			}
+		}
+	}
+	return best
+}
+
+// deleteNode deletes the node with the most members; healing creates it
+// again (same name, so its members' volumes fit it) after nodeAwayFor.
+func deleteNode(t *testing.T, ctx context.Context) func(ctx context.Context) error {
+	node := busiestNode(t, ctx, "faults")
+	if err := env.Kube.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("deleted node %s", node)
+	return func(ctx context.Context) error {
+		sleepCtx(ctx, nodeAwayFor)
+		var err error
+		for range 30 {
+			if _, err = env.AddNode(ctx, node, nil, nil); err == nil || apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			sleepCtx(ctx, time.Second)
+		}
+		return err
+	}
+}
+
+// partitionNode makes the node with the most members NotReady (kwok stops
+// reporting it Ready) and Ready again after nodeAwayFor.
+func partitionNode(t *testing.T, ctx context.Context) func(ctx context.Context) error {
+	node := busiestNode(t, ctx, "faults")
+	if err := setNotReady(ctx, node, true); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("node %s NotReady", node)
+	return func(ctx context.Context) error {
+		sleepCtx(ctx, nodeAwayFor)
+		var err error
+		for range 30 {
+			if err = setNotReady(ctx, node, false); err == nil {
+				return env.WaitNodeReady(ctx, node)
+			}
+			sleepCtx(ctx, time.Second)
+		}
+		return err
+	}
+}
+
+// setNotReady adds or removes the kwok marker that makes node NotReady.
+func setNotReady(ctx context.Context, node string, notReady bool) error {
+	value := `"true"`
+	if !notReady {
+		value = "null"
+	}
+	_, err := env.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType,
+		fmt.Appendf(nil, `{"metadata":{"labels":{%q:%s}}}`, cluster.NodeNotReadyLabel, value), metav1.PatchOptions{})
+	return err
+}
