@@ -233,20 +233,3 @@ func withRetainedMembers(f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMemb
 	}
 	return out
 }
-
-// volumeHostname returns the hostname a node-local PersistentVolume is
-// pinned to ("" if none).
-func volumeHostname(pv *corev1.PersistentVolume) string {
-	na := pv.Spec.NodeAffinity
-	if na == nil || na.Required == nil {
-		return ""
-	}
-	for _, term := range na.Required.NodeSelectorTerms {
-		for _, r := range term.MatchExpressions {
-			if r.Key == hostnameLabel && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
-				return r.Values[0]
-			}
-		}
-	}
-	return ""
-}
