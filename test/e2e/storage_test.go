@@ -445,13 +445,32 @@ func ptrTo[T any](v T) *T { return &v }
 // stRunProvisioner serves.
 const stProvisionerName = "e2e.flock.dev/test-provisioner"
 
+// stStorageClass creates StorageClass name, WaitForFirstConsumer, whose
+// volumes stRunProvisioner makes, and deletes it when the test ends.
+func stStorageClass(t *testing.T, name string) string {
+	t.Helper()
+	wait := storagev1.VolumeBindingWaitForFirstConsumer
+	if _, err := env.Kube.StorageV1().StorageClasses().Create(ctxFor(t), &storagev1.StorageClass{
+		ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: stProvisionerName, VolumeBindingMode: &wait,
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		_ = env.Kube.StorageV1().StorageClasses().Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	return name
+}
+
 // stRunProvisioner is a tiny dynamic provisioner for the test: every 250ms
 // it gives each claim of class sc in ns that the scheduler has given a node
 // (annotation volume.kubernetes.io/selected-node) a hostPath
 // PersistentVolume pinned to that node and reserved for the claim (by UID),
-// as a local-disk provisioner would. It stops, and deletes what it made,
-// when the test ends.
-func stRunProvisioner(t *testing.T, ns, sc string) {
+// as a local-disk provisioner would; the claims named in network get a
+// volume usable on any node instead, as a network disk would be. It stops,
+// and deletes what it made, when the test ends.
+func stRunProvisioner(t *testing.T, ns, sc string, network ...string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -489,6 +508,9 @@ func stRunProvisioner(t *testing.T, ns, sc string) {
 							}}}},
 						},
 					}
+					if slices.Contains(network, c.Name) {
+						pv.Spec.NodeAffinity = nil
+					}
 					if _, err := env.Kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err == nil {
 						mu.Lock()
 						made[pv.Name] = true
@@ -524,18 +546,7 @@ func stRunProvisioner(t *testing.T, ns, sc string) {
 func TestStorageClaimTemplate(t *testing.T) {
 	ns := newNamespace(t)
 	lcNodes(t, ns, 3)
-	sc := "e2e-fast-" + ns
-	wait := storagev1.VolumeBindingWaitForFirstConsumer
-	if _, err := env.Kube.StorageV1().StorageClasses().Create(ctxFor(t), &storagev1.StorageClass{
-		ObjectMeta: metav1.ObjectMeta{Name: sc}, Provisioner: stProvisionerName, VolumeBindingMode: &wait,
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		defer cancel()
-		_ = env.Kube.StorageV1().StorageClasses().Delete(ctx, sc, metav1.DeleteOptions{})
-	})
+	sc := stStorageClass(t, "e2e-fast-"+ns)
 	stRunProvisioner(t, ns, sc)
 
 	const name = "c"
@@ -598,6 +609,125 @@ func TestStorageClaimTemplate(t *testing.T) {
 	after := check(f)
 	if after[0].UID != before[0].UID || f.Status.Members[0].Node != old.Spec.NodeName {
 		t.Errorf("member 0 came back with claim %s on %s, was %s on %s", after[0].UID, f.Status.Members[0].Node, before[0].UID, old.Spec.NodeName)
+	}
+}
+
+// With a claim template a member follows its volume, not a recorded node:
+// its pod is pinned to no node; a member whose volume can be used anywhere
+// moves to another node when its own is cordoned, and status.members[].node
+// follows it; a member whose volume is on one node waits for that node,
+// though another is free, and comes back there.
+func TestStorageClaimTemplateFollowsVolume(t *testing.T) {
+	ns := newNamespace(t)
+	nodes := lcNodes(t, ns, 3)
+	sc := stStorageClass(t, "e2e-follow-"+ns)
+	const name = "v"
+	// Member 0's volume is a "network disk"; member 1's is on its node.
+	stRunProvisioner(t, ns, sc, "data-v-0")
+	f := lcFlock(name, ns, 2)
+	f.Spec.Storage.ClaimTemplate = &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
+		AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+		StorageClassName: &sc,
+		Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+	}}
+	stCreateFlock(t, f)
+	f = waitFlockAvailable(t, ns, name)
+	memberNode := func(f *flockv1alpha1.Flock, ord int32) string {
+		for _, m := range f.Status.Members {
+			if m.Ordinal == ord {
+				return m.Node
+			}
+		}
+		return ""
+	}
+	setCordon := func(node string, on bool) {
+		capRestoreNode(t, node, func(n *corev1.Node) { n.Spec.Unschedulable = on })
+	}
+	x0, x1 := memberNode(f, 0), memberNode(f, 1)
+	free := ""
+	for _, n := range nodes {
+		if n != x0 && n != x1 {
+			free = n
+		}
+	}
+	pods := ctlMemberPods(t, ns, name)
+	for _, pod := range pods {
+		if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+			for _, term := range a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+				if len(term.MatchFields) > 0 {
+					t.Errorf("pod %s is pinned: %+v", pod.Name, term.MatchFields)
+				}
+			}
+		}
+	}
+	claim0, err := stClaim(ctxFor(t), ns, "data-v-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Member 0: its node cordoned and its pod deleted, it comes back on the
+	// only free node of the pool, with the same claim, and its recorded
+	// node follows.
+	setCordon(x0, true)
+	if err := env.Kube.CoreV1().Pods(ns).Delete(ctxFor(t), pods[0].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, lcTimeout, "member 0 recorded on "+free, func(ctx context.Context) error {
+		f, err := lcGet(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, pods[0].Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if p.UID == pods[0].UID || p.Spec.NodeName != free || memberNode(f, 0) != free {
+			return fmt.Errorf("pod %s (uid %s) on %q, member 0 recorded on %s", p.Name, p.UID, p.Spec.NodeName, memberNode(f, 0))
+		}
+		return nil
+	})
+	lcWaitEvent(t, ns, name, "MemberFollowed", "member 0 (pod v-0) runs on node "+free, "was recorded on node "+x0)
+	f = waitFlockAvailable(t, ns, name)
+	if c, err := stClaim(ctxFor(t), ns, "data-v-0"); err != nil || c.UID != claim0.UID || c.Spec.VolumeName != claim0.Spec.VolumeName {
+		t.Errorf("member 0's claim changed: %+v, %v", c, err)
+	}
+	if memberNode(f, 1) != x1 {
+		t.Errorf("member 1 moved from %s to %s", x1, memberNode(f, 1))
+	}
+	setCordon(x0, false)
+
+	// Member 1: its volume is on its node. With that node cordoned and x0
+	// free, the recreated pod waits for its volume's node (the scheduler
+	// says why) and goes back there once it is uncordoned.
+	setCordon(x1, true)
+	if err := env.Kube.CoreV1().Pods(ns).Delete(ctxFor(t), pods[1].Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, lcTimeout, "member 1 blocked by its volume's node", func(ctx context.Context) error {
+		f, err := lcGet(ctx, ns, name)
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(f.Status.Conditions, flockv1alpha1.FlockMembersBlocked)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != flockcontroller.ReasonUnschedulable ||
+			!strings.Contains(c.Message, "member 1 cannot be scheduled: ") || !strings.Contains(c.Message, "didn't match PersistentVolume's node affinity") {
+			return fmt.Errorf("MembersBlocked %+v", c)
+		}
+		if memberNode(f, 1) != x1 {
+			return fmt.Errorf("member 1 recorded on %s, want %s", memberNode(f, 1), x1)
+		}
+		return nil
+	})
+	if p, err := env.Kube.CoreV1().Pods(ns).Get(ctxFor(t), pods[1].Name, metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+		t.Fatalf("pod %s: %v, node %q, want pending", pods[1].Name, err, p.Spec.NodeName)
+	}
+	setCordon(x1, false)
+	f = waitFlockAvailable(t, ns, name)
+	if memberNode(f, 1) != x1 {
+		t.Errorf("member 1 came back on %s, want %s", memberNode(f, 1), x1)
+	}
+	if p, err := env.Kube.CoreV1().Pods(ns).Get(ctxFor(t), pods[1].Name, metav1.GetOptions{}); err != nil || p.Spec.NodeName != x1 || p.UID == pods[1].UID {
+		t.Errorf("pod %s after uncordon: %v", pods[1].Name, err)
 	}
 }
 

@@ -33,11 +33,12 @@ func adoptionCandidate(s *snapshot, pod *corev1.Pod) bool {
 
 // adoptable reports whether the Flock may adopt pod, an orphan its
 // selector matches: an adoption candidate whose member is recorded on the
-// node the pod is pinned to.
+// node the pod is pinned to (anywhere, for a member that follows its
+// volume: its recorded node then follows the pod).
 func adoptable(s *snapshot, pod *corev1.Pod) bool {
 	ord, _ := ParseOrdinal(s.flock.Name, pod.Name)
 	m, ok := s.members[ord]
-	return ok && PinnedNode(pod) == m.Node && adoptionCandidate(s, pod)
+	return ok && (PinnedNode(pod) == m.Node || followsVolume(s.flock, ord)) && adoptionCandidate(s, pod)
 }
 
 // hasMemberDataVolume reports whether pod's volume named

@@ -49,10 +49,28 @@ func memberBlockage(m v1alpha1.FlockMember, pod *corev1.Pod, node *corev1.Node, 
 		}
 	}
 	if pod != nil && !scheduled {
-		for _, c := range pod.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				return &blockage{ReasonUnschedulable, fmt.Sprintf("member %d cannot be scheduled on node %s: %s", m.Ordinal, m.Node, c.Message)}
-			}
+		return unschedulable(m.Ordinal, pod, " on node "+m.Node)
+	}
+	return nil
+}
+
+// followerBlockage is memberBlockage for member m that follows its volume
+// (followsVolume) and whose pod (nil: none) is not scheduled yet: its
+// recorded node does not hold it back, only what the scheduler says.
+func followerBlockage(m v1alpha1.FlockMember, pod *corev1.Pod) *blockage {
+	if pod == nil {
+		return nil
+	}
+	return unschedulable(m.Ordinal, pod, "")
+}
+
+// unschedulable says that member ord cannot be scheduled (where, e.g. " on
+// node n", says where) with the scheduler's message, when pod's
+// PodScheduled condition says so; else nil.
+func unschedulable(ord int32, pod *corev1.Pod, where string) *blockage {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return &blockage{ReasonUnschedulable, fmt.Sprintf("member %d cannot be scheduled%s: %s", ord, where, c.Message)}
 		}
 	}
 	return nil
@@ -89,8 +107,9 @@ func unplacedBlockage(f *v1alpha1.Flock, ordinal int32, nodes map[string]*corev1
 // run, if it cannot: no node could be placed for it, its node is gone,
 // NotReady (with since when, and what memberRecovery does about it, from
 // losses), cordoned or tainted, its pod is unschedulable, its pod name is
-// taken by a pod the Flock does not control. (Why a member's data is not
-// ready comes from syncMembers.)
+// taken by a pod the Flock does not control. A member that follows its
+// volume is held back by its recorded node only once its pod runs there.
+// (Why a member's data is not ready comes from syncMembers.)
 func blockedMembers(s *snapshot, losses map[int32]nodeLoss) map[int32]blockage {
 	f, members, pods, nodes := s.flock, s.members, s.pods, s.nodes
 	blocked := map[int32]blockage{}
@@ -111,7 +130,12 @@ func blockedMembers(s *snapshot, losses map[int32]nodeLoss) map[int32]blockage {
 				continue
 			}
 		}
-		b := memberBlockage(m, pod, nodes[m.Node], f.Spec.Template.Spec.Tolerations)
+		var b *blockage
+		if followsVolume(f, ord) && (pod == nil || pod.Spec.NodeName == "") {
+			b = followerBlockage(m, pod)
+		} else {
+			b = memberBlockage(m, pod, nodes[m.Node], f.Spec.Template.Spec.Tolerations)
+		}
 		if b == nil {
 			continue
 		}

@@ -73,6 +73,10 @@ func TestBlockedMembers(t *testing.T) {
 	ready := testPod(pg, 1, "n-b", true, nil)
 	ready.Status = corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
 	both := map[int32]string{0: "n-a", 1: "n-b"}
+	claims := withClaimTemplate(pg)
+	unschedulable := testPod(claims, 1, "", true, nil)
+	unschedulable.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: 3 node(s) had volume node affinity conflict."}}
 
 	tests := []struct {
 		name    string
@@ -103,6 +107,16 @@ func TestBlockedMembers(t *testing.T) {
 			want: &blockage{ReasonNodeCordoned, "member 1 waits for node n-b, which is cordoned"}},
 		{name: "cordoned node with a Ready pod: not blocked", flock: pg, members: both, nodes: []*corev1.Node{newNode("n-a"), cordoned},
 			mutate: func(s *snapshot) { s.pods[1] = ready }},
+		// A member that follows its volume is not held back by a recorded
+		// node its pod has not been scheduled to.
+		{name: "follower: cordoned recorded node without a pod", flock: claims, members: both, nodes: []*corev1.Node{newNode("n-a"), cordoned}},
+		{name: "follower: gone recorded node without a pod", flock: claims, members: both, nodes: testNodes("n-a")},
+		{name: "follower: the scheduler's word", flock: claims, members: both, nodes: []*corev1.Node{newNode("n-a"), cordoned},
+			mutate: func(s *snapshot) { s.pods[1] = unschedulable },
+			want:   &blockage{ReasonUnschedulable, "member 1 cannot be scheduled: 0/3 nodes are available: 3 node(s) had volume node affinity conflict."}},
+		{name: "follower: its pod's node NotReady", flock: claims, members: both, nodes: []*corev1.Node{newNode("n-a"), notReady},
+			mutate: func(s *snapshot) { s.pods[1] = testPod(claims, 1, "n-b", true, nil) },
+			want:   &blockage{ReasonNodeNotReady, "member 1 waits for node n-b, which is NotReady"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -25,7 +25,8 @@ import (
 
 // Sync reconciles one Flock: the data-cleanup finalizer, placement (member
 // nodes are recorded in status before anything else) and recovery of
-// members on lost nodes, adoption/release of pods, planned member moves, the template's
+// members on lost nodes, adoption/release of pods, planned member moves, the
+// recorded nodes of members that follow their volume, the template's
 // ControllerRevision, the Service, members' data and pods and the rolling
 // update, data cleanup, status, and last what waits for the status:
 // pruning revisions, dropping the finalizer.
@@ -106,6 +107,17 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		s = s.withFlock(f)
 		members = s.members
 		result.requeue(requeue)
+	}
+
+	// A member that follows its volume is recorded where its pod runs.
+	if !deleting {
+		if followed, err := fc.followMembers(ctx, s); err != nil {
+			errs = append(errs, err)
+		} else {
+			f = followed
+			s = s.withFlock(f)
+			members = s.members
+		}
 	}
 
 	// 3. The template's revision.

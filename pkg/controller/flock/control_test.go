@@ -960,3 +960,48 @@ func TestScaleUpAvoidsNodesOfMembersBeingRemoved(t *testing.T) {
 		t.Fatalf("members = %v", got)
 	}
 }
+
+// A member that follows its volume (claim template) is recorded where the
+// scheduler put its pod, and its recreated pod is not pinned to any node:
+// it prefers the node it ran on.
+func TestClaimTemplateMemberFollowsItsPod(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c")
+	f.createFlock(withClaimTemplate(newFlock("pg", 2)))
+	f.settle("pg")
+	before := f.memberNodes("pg")
+	free := ""
+	for _, n := range []string{"n-a", "n-b", "n-c"} {
+		if n != before[0] && n != before[1] {
+			free = n
+		}
+	}
+	p := f.pod("pg-0")
+	if PinnedNode(p) != before[0] {
+		t.Fatalf("pg-0 runs on %q, recorded on %s", PinnedNode(p), before[0])
+	}
+
+	// The pod is recreated and the scheduler puts it on the free node
+	// (where, say, its volume is).
+	f.deletePod("pg-0")
+	f.mustSync("pg")
+	p = f.pod("pg-0")
+	if p == nil || p.Spec.NodeName != "" || PinnedNode(p) != "" {
+		t.Fatalf("recreated pg-0 = %+v, want one pinned to no node", p)
+	}
+	f.updatePod("pg-0", func(p *corev1.Pod) { p.Spec.NodeName = free })
+	f.settle("pg")
+	after := f.memberNodes("pg")
+	if after[0] != free || after[1] != before[1] {
+		t.Errorf("member nodes %v -> %v, want member 0 on %s and member 1 kept", before, after, free)
+	}
+	if f.pod("pg-0").Spec.NodeName != free {
+		t.Errorf("pg-0 moved again: %s", f.pod("pg-0").Spec.NodeName)
+	}
+	want := fmt.Sprintf("Normal MemberFollowed member 0 (pod pg-0) runs on node %s, where its volume is used (was recorded on node %s)", free, before[0])
+	if !slices.Contains(f.events(), want) {
+		t.Errorf("events %q lack %q", f.events(), want)
+	}
+	if c := f.condition("pg", v1alpha1.FlockAvailable); c.Status != metav1.ConditionTrue {
+		t.Errorf("Available = %+v", c)
+	}
+}

@@ -772,6 +772,11 @@ func (f *fixture) runPods() {
 			continue
 		}
 		node := PinnedNode(p)
+		if node == "" {
+			// A pod free to go anywhere (a member that follows its
+			// volume) goes where it prefers, as the scheduler would.
+			node = preferredNode(p)
+		}
 		obj, ok, _ := f.nodes.GetByKey(node)
 		if !ok {
 			continue
@@ -805,6 +810,23 @@ func (f *fixture) runPods() {
 		}
 	}
 	f.check()
+}
+
+// preferredNode returns the node of pod's first preferred node affinity
+// term that names one by metadata.name, or "".
+func preferredNode(pod *corev1.Pod) string {
+	a := pod.Spec.Affinity
+	if a == nil || a.NodeAffinity == nil {
+		return ""
+	}
+	for _, term := range a.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+		for _, r := range term.Preference.MatchFields {
+			if r.Key == nodeNameField && r.Operator == corev1.NodeSelectorOpIn && len(r.Values) == 1 {
+				return r.Values[0]
+			}
+		}
+	}
+	return ""
 }
 
 // finishTerminating removes every pod that has a deletionTimestamp.
@@ -885,7 +907,7 @@ func (f *fixture) check() {
 		next := map[int32]string{}
 		reassign := fl.Spec.MemberRecovery.Policy == v1alpha1.ReassignMemberRecovery
 		for ord, m := range members {
-			if old, ok := prev[ord]; ok && old != m.Node {
+			if old, ok := prev[ord]; ok && old != m.Node && !followsVolume(fl, ord) {
 				// Only a planned move to the node it asked for, or
 				// Reassign, only off a lost node and only to a Ready one,
 				// moves a member.
@@ -929,7 +951,9 @@ func (f *fixture) check() {
 			// the pod a reassigned member left on a former node, until it is
 			// deleted (which the sync that moves the member does, unless the
 			// delete fails).
-			if node := PinnedNode(p); node != m.Node && !f.former[fl.UID][ord][node] {
+			// A member that follows its volume is recorded where its pod
+			// runs only after the next sync.
+			if node := PinnedNode(p); node != m.Node && !f.former[fl.UID][ord][node] && !followsVolume(fl, ord) {
 				f.t.Fatalf("flock %s: pod %s is pinned to %q, member %d is recorded on %s", fl.Name, p.Name, node, ord, m.Node)
 			}
 		}

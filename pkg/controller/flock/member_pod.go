@@ -1,5 +1,6 @@
 // File member_pod.go: the member pod: built from a template revision and a member, pinned
-// to the member's node by a required node affinity, mounting the member's claim. Pure.
+// to the member's node by a required node affinity (with a claim template: kept off the
+// Flock's other pods and free to follow its volume), mounting the member's claim. Pure.
 
 package flock
 
@@ -22,9 +23,13 @@ const nodeNameField = "metadata.name"
 // the member labels and revision, a required node affinity to m.Node AND-ed
 // into every term of the template's own required node affinity, the
 // member's claim <volumeName>-<flock>-<i> as the volume volumeName (never a
-// hostPath), with a claim template a required anti-affinity to the Flock's
-// other pods on kubernetes.io/hostname, and a controller ownerReference to
-// f. f is not modified.
+// hostPath), and a controller ownerReference to f. f is not modified.
+//
+// With a claim template the member follows its volume instead: the pod is
+// not pinned (unless spec.placement.nodes names its node), but required to
+// match spec.placement.nodeSelector and to stay off the nodes of the
+// Flock's other pods (anti-affinity on kubernetes.io/hostname), and it
+// prefers m.Node, so it stays where it was when its volume allows.
 func NewMemberPod(f *v1alpha1.Flock, m v1alpha1.FlockMember, revision string) *corev1.Pod {
 	return newMemberPodFromTemplate(f, &f.Spec.Template, m, revision)
 }
@@ -59,11 +64,15 @@ func newMemberPodFromTemplate(f *v1alpha1.Flock, template *corev1.PodTemplateSpe
 	// The member's node is placement's decision; the scheduler binds the
 	// pod there (checking resources and taints), never a template.
 	pod.Spec.NodeName = ""
-	pinToNode(&pod.Spec, m.Node)
-
+	if followsVolume(f, m.Ordinal) {
+		// A member follows its volume, wherever that may be used, within
+		// the Flock's pool; members never share a node.
+		requireNodeLabels(&pod.Spec, f.Spec.Placement.NodeSelector)
+		preferNode(&pod.Spec, m.Node)
+	} else {
+		pinToNode(&pod.Spec, m.Node)
+	}
 	if usesClaimTemplate(f) {
-		// A member follows its volume, wherever that may be used; members
-		// never share a node.
 		avoidFlockPeers(&pod.Spec, f)
 	}
 
@@ -78,13 +87,7 @@ func newMemberPodFromTemplate(f *v1alpha1.Flock, template *corev1.PodTemplateSpe
 // avoidFlockPeers adds to spec a required pod anti-affinity on
 // kubernetes.io/hostname to the pods of Flock f.
 func avoidFlockPeers(spec *corev1.PodSpec, f *v1alpha1.Flock) {
-	if spec.Affinity == nil {
-		spec.Affinity = &corev1.Affinity{}
-	}
-	if spec.Affinity.PodAntiAffinity == nil {
-		spec.Affinity.PodAntiAffinity = &corev1.PodAntiAffinity{}
-	}
-	paa := spec.Affinity.PodAntiAffinity
+	paa := ensure(&ensure(&spec.Affinity).PodAntiAffinity)
 	paa.RequiredDuringSchedulingIgnoredDuringExecution = append(paa.RequiredDuringSchedulingIgnoredDuringExecution, corev1.PodAffinityTerm{
 		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{v1alpha1.LabelFlockName: f.Name}},
 		TopologyKey:   hostnameLabel,
@@ -95,23 +98,65 @@ func avoidFlockPeers(spec *corev1.PodSpec, f *v1alpha1.Flock) {
 // required node affinity, adding one term when there is none.
 func pinToNode(spec *corev1.PodSpec, node string) {
 	pin := corev1.NodeSelectorRequirement{Key: nodeNameField, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}
-	if spec.Affinity == nil {
-		spec.Affinity = &corev1.Affinity{}
+	for _, term := range requiredNodeTerms(spec) {
+		term.MatchFields = append(term.MatchFields, pin)
 	}
-	if spec.Affinity.NodeAffinity == nil {
-		spec.Affinity.NodeAffinity = &corev1.NodeAffinity{}
+}
+
+// requireNodeLabels ANDs "key In [value]" for each of labels (sorted by key)
+// into every term of spec's required node affinity; nothing when labels is
+// empty.
+func requireNodeLabels(spec *corev1.PodSpec, labels map[string]string) {
+	if len(labels) == 0 {
+		return
 	}
-	na := spec.Affinity.NodeAffinity
-	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
-		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{}
+	keys := slices.Sorted(maps.Keys(labels))
+	for _, term := range requiredNodeTerms(spec) {
+		for _, k := range keys {
+			term.MatchExpressions = append(term.MatchExpressions,
+				corev1.NodeSelectorRequirement{Key: k, Operator: corev1.NodeSelectorOpIn, Values: []string{labels[k]}})
+		}
 	}
-	req := na.RequiredDuringSchedulingIgnoredDuringExecution
+}
+
+// preferNode adds to spec a preferred node affinity, of the highest weight,
+// to node.
+func preferNode(spec *corev1.PodSpec, node string) {
+	na := nodeAffinityOf(spec)
+	na.PreferredDuringSchedulingIgnoredDuringExecution = append(na.PreferredDuringSchedulingIgnoredDuringExecution, corev1.PreferredSchedulingTerm{
+		Weight: 100,
+		Preference: corev1.NodeSelectorTerm{MatchFields: []corev1.NodeSelectorRequirement{
+			{Key: nodeNameField, Operator: corev1.NodeSelectorOpIn, Values: []string{node}}}},
+	})
+}
+
+// requiredNodeTerms returns the terms of spec's required node affinity,
+// adding one empty term when there is none, for the caller to AND
+// requirements into.
+func requiredNodeTerms(spec *corev1.PodSpec) []*corev1.NodeSelectorTerm {
+	req := ensure(&nodeAffinityOf(spec).RequiredDuringSchedulingIgnoredDuringExecution)
 	if len(req.NodeSelectorTerms) == 0 {
 		req.NodeSelectorTerms = []corev1.NodeSelectorTerm{{}}
 	}
+	terms := make([]*corev1.NodeSelectorTerm, len(req.NodeSelectorTerms))
 	for i := range req.NodeSelectorTerms {
-		req.NodeSelectorTerms[i].MatchFields = append(req.NodeSelectorTerms[i].MatchFields, pin)
+		terms[i] = &req.NodeSelectorTerms[i]
 	}
+	return terms
+}
+
+// nodeAffinityOf returns spec's node affinity, adding an empty one (and an
+// empty affinity) when there is none.
+func nodeAffinityOf(spec *corev1.PodSpec) *corev1.NodeAffinity {
+	return ensure(&ensure(&spec.Affinity).NodeAffinity)
+}
+
+// ensure returns *p, set to a new zero T first when it is nil.
+func ensure[T any](p **T) *T {
+	if *p == nil {
+		*p = new(T)
+	}
+	return *p
 }
 
 // PinnedNode returns the node a pod is bound or pinned to: spec.nodeName

@@ -82,7 +82,8 @@ type podDeletion struct {
 
 // planReassignedDeletions returns the pods pinned to another node than
 // their member's (the member was reassigned off a lost node, or moved on
-// purpose; the pod goes gracefully unless its node is lost): such a pod is
+// purpose; the pod goes gracefully unless its node is lost; a member that
+// follows its volume is never reassigned): such a pod is
 // not the member any more and goes at once, whatever the order, so it
 // cannot keep serving the member's name if its node comes back.
 func planReassignedDeletions(s *snapshot) []podDeletion {
@@ -92,7 +93,7 @@ func planReassignedDeletions(s *snapshot) []podDeletion {
 		m, ok := s.members[ord]
 		node := PinnedNode(pod)
 		force := ok && mustForceDelete(pod, s.nodes)
-		if !ok || node == "" || node == m.Node || (isTerminating(pod) && !force) {
+		if !ok || node == "" || node == m.Node || followsVolume(s.flock, ord) || (isTerminating(pod) && !force) {
 			continue
 		}
 		out = append(out, podDeletion{ord: ord, pod: pod, force: force, changes: true,

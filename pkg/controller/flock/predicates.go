@@ -72,6 +72,14 @@ func mustForceDelete(pod *corev1.Pod, nodes map[string]*corev1.Node) bool {
 	return nodeConfirmedDown(nodes[name])
 }
 
+// followsVolume reports whether member ord of f goes where its volume can
+// be used rather than to a recorded node: with a claim template, unless
+// spec.placement.nodes names its node. Its pod is then not pinned, and its
+// recorded node follows the pod (planFollow).
+func followsVolume(f *v1alpha1.Flock, ord int32) bool {
+	return usesClaimTemplate(f) && int(ord) >= len(f.Spec.Placement.Nodes)
+}
+
 // labelsMatch reports whether pod carries the member labels of ordinal
 // (labels can be fixed in place, unlike the identity fields).
 func labelsMatch(f *v1alpha1.Flock, ordinal int32, pod *corev1.Pod) bool {
@@ -84,13 +92,13 @@ func labelsMatch(f *v1alpha1.Flock, ordinal int32, pod *corev1.Pod) bool {
 }
 
 // identityMismatch says why pod cannot be member m of Flock f ("" when it
-// can): it must be pinned to m.Node, carry the member's hostname and
-// subdomain, and mount the member's claim as the volume storage.volumeName.
-// These fields cannot change on a pod, so a mismatching pod has to be
-// replaced (a pod made by an earlier version, with a hostPath data volume,
-// too).
+// can): it must be pinned to m.Node (unless the member follows its volume,
+// see followsVolume), carry the member's hostname and subdomain, and mount
+// the member's claim as the volume storage.volumeName. These fields cannot
+// change on a pod, so a mismatching pod has to be replaced (a pod made by an
+// earlier version, with a hostPath data volume, too).
 func identityMismatch(f *v1alpha1.Flock, m v1alpha1.FlockMember, pod *corev1.Pod) string {
-	if node := PinnedNode(pod); node != m.Node {
+	if node := PinnedNode(pod); node != m.Node && !followsVolume(f, m.Ordinal) {
 		if node == "" {
 			return fmt.Sprintf("pod %s is not pinned to node %s", pod.Name, m.Node)
 		}
