@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/test/cluster"
 )
 
@@ -119,6 +120,16 @@ func TestKubectlFlockMembers(t *testing.T) {
 	})
 }
 
+// createPooledAvailable creates Flock ns/name of replicas members on the
+// nodes labelled flock-e2e-pool=pool, and waits until it is Available.
+func createPooledAvailable(t *testing.T, name, ns string, replicas int32, pool string) *flockv1alpha1.Flock {
+	t.Helper()
+	f := newFlock(name, ns, replicas)
+	f.Spec.Placement.NodeSelector = map[string]string{"flock-e2e-pool": pool}
+	createFlock(t, f)
+	return waitFlockAvailable(t, ns, name)
+}
+
 // TestFlockZoneSpread (issue 19.3): on 3 zones of 2 nodes each, a 3-member
 // Flock lands one member per zone, and `kubectl flock members` shows each
 // member's zone.
@@ -134,10 +145,7 @@ func TestFlockZoneSpread(t *testing.T) {
 			addNode(t, name, map[string]string{"flock-e2e-pool": pool, corev1.LabelTopologyZone: "zone-" + z}, nil)
 		}
 	}
-	f := newFlock("spread", ns, 3)
-	f.Spec.Placement.NodeSelector = map[string]string{"flock-e2e-pool": pool}
-	createFlock(t, f)
-	f = waitFlockAvailable(t, ns, "spread")
+	f := createPooledAvailable(t, "spread", ns, 3, pool)
 	zones := map[string]bool{}
 	for _, m := range f.Status.Members {
 		z, ok := zoneOf[m.Node]

@@ -86,10 +86,7 @@ func TestKubectlFlockMove(t *testing.T) {
 	outside := pool + "-outside"
 	addNode(t, outside, nil, nil)
 
-	f := newFlock("web", ns, 3)
-	f.Spec.Placement.NodeSelector = map[string]string{"flock-e2e-pool": pool}
-	createFlock(t, f)
-	f = waitFlockAvailable(t, ns, "web")
+	f := createPooledAvailable(t, "web", ns, 3, pool)
 	used := map[string]bool{}
 	for _, m := range f.Status.Members {
 		used[m.Node] = true

@@ -165,17 +165,26 @@ func validate(p *Plugin, req request) ([]string, error) {
 	return rec.warnings, err
 }
 
-func TestValidate(t *testing.T) {
-	three := []*corev1.Node{node("n-a"), node("n-b"), node("n-c")}
-	pool := []*corev1.Node{
+// Nodes of several kinds: two labelled disk=local, one without the label,
+// one labelled but cordoned, one labelled but tainted dedicated=db.
+var (
+	local      = map[string]string{"disk": "local"}
+	tolerateDB = []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "db"}}
+)
+
+func mixedPool() []*corev1.Node {
+	return []*corev1.Node{
 		node("n-a", labeled("disk", "local")),
 		node("n-b", labeled("disk", "local")),
 		node("n-c"),
 		node("n-d", labeled("disk", "local"), cordoned),
 		node("n-e", labeled("disk", "local"), tainted("dedicated", "db")),
 	}
-	local := map[string]string{"disk": "local"}
-	tolerateDB := []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "db"}}
+}
+
+func TestValidate(t *testing.T) {
+	three := []*corev1.Node{node("n-a"), node("n-b"), node("n-c")}
+	pool := mixedPool()
 
 	tests := []struct {
 		name     string

@@ -4,7 +4,6 @@ import (
 	"strings"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/admission"
@@ -20,15 +19,7 @@ func moveTo(name string, ordinal int32, node string) request {
 }
 
 func TestValidateMove(t *testing.T) {
-	nodes := []*corev1.Node{
-		node("n-a", labeled("disk", "local")),
-		node("n-b", labeled("disk", "local")),
-		node("n-c"),
-		node("n-d", labeled("disk", "local"), cordoned),
-		node("n-e", labeled("disk", "local"), tainted("dedicated", "db")),
-	}
-	local := map[string]string{"disk": "local"}
-	tolerateDB := []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "db"}}
+	nodes := mixedPool()
 	flocks := []*v1alpha1.Flock{
 		storedFlock("pg", spec{replicas: 2, nodeSelector: local}),
 		storedFlock("tol", spec{replicas: 2, nodeSelector: local, tolerations: tolerateDB}),
