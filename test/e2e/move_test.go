@@ -6,13 +6,16 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/test/cluster"
 )
 
@@ -256,4 +259,80 @@ func TestKubectlFlockDrainNode(t *testing.T) {
 	for _, name := range []string{"a", "b"} {
 		lcWaitEvent(t, ns, name, "MemberMoved", "from node "+node(2)+" to node ")
 	}
+}
+
+// TestFlockMoveSurvivesRestart: a move accepted while the other members
+// are not yet available (minReadySeconds) waits in
+// status.members[1].move; flock-apiserver (and with it the controller)
+// restarts; the restarted controller carries the move out.
+func TestFlockMoveSurvivesRestart(t *testing.T) {
+	ns := newNamespace(t)
+	pool := "restart-" + ns
+	nodes := map[string]map[string]string{}
+	for i := range 4 {
+		nodes[fmt.Sprintf("%s-%d", pool, i)] = nil
+	}
+	movePool(t, pool, nodes)
+	f := newFlock("web", ns, 3)
+	f.Spec.Placement.NodeSelector = map[string]string{"flock-e2e-pool": pool}
+	f.Spec.PodManagementPolicy = "Parallel"
+	f.Spec.MinReadySeconds = 40
+	createFlock(t, f)
+	eventually(t, lcTimeout, "every member Ready", func(ctx context.Context) error {
+		got, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got.Status.ReadyReplicas != 3 || len(got.Status.Members) != 3 {
+			return fmt.Errorf("readyReplicas %d, members %d", got.Status.ReadyReplicas, len(got.Status.Members))
+		}
+		f = got
+		return nil
+	})
+	used := map[string]bool{}
+	for _, m := range f.Status.Members {
+		used[m.Node] = true
+	}
+	var free string
+	for n := range nodes {
+		if !used[n] {
+			free = n
+		}
+	}
+	from := f.Status.Members[1].Node
+	if _, err := env.Flock.FlockV1alpha1().Flocks(ns).Move(ctxFor(t), "web", &flockv1alpha1.FlockMove{Ordinal: 1, Node: free}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("move: %v", err)
+	}
+	lcWaitEvent(t, ns, "web", "MoveWaiting", "member 1 waits to move from node "+from+" to node "+free, "is unavailable")
+	got, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctxFor(t), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := got.Status.Members[1]; m.Node != from || m.Move == nil || m.Move.Node != free {
+		t.Fatalf("before the restart member 1 = %+v, want a pending move to %s", m, free)
+	}
+
+	if _, err := env.RestartFlockAPIServer(ctxFor(t), flockArgs()); err != nil {
+		t.Fatalf("restart flock-apiserver: %v", err)
+	}
+	restarted := time.Now()
+	eventually(t, 2*time.Minute, "member 1 moved by the restarted controller", func(ctx context.Context) error {
+		got, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if m := got.Status.Members[1]; m.Node != free || m.Move != nil {
+			return fmt.Errorf("member 1 = %+v", m)
+		}
+		pod, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "web-1", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if pod.Spec.NodeName != free {
+			return fmt.Errorf("pod web-1 on %q", pod.Spec.NodeName)
+		}
+		return nil
+	})
+	msg := lcWaitEvent(t, ns, "web", "MemberMoved", fmt.Sprintf("member 1 (pod web-1) moved from node %s to node %s", from, free))
+	t.Logf("restarted at %s; %s", restarted.Format(time.RFC3339), msg)
 }
