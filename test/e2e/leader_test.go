@@ -203,8 +203,11 @@ func leaderMatchAll(re *regexp.Regexp, s string) []string {
 // lease to the other server: it stops only its controller, keeps serving
 // the API, and campaigns again, leading once more when the other one goes.
 func TestControllerLeaseLostKeepsServing(t *testing.T) {
+	// A renew deadline of 8s, not less: on a loaded machine a leader that
+	// is not hung can miss a shorter one, and the Lease then moves when
+	// the test does not expect it.
 	a, b, idA := startLeaderPair(t, "lease",
-		"--leader-elect-lease-duration=6s", "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s")
+		"--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=8s", "--leader-elect-retry-period=1s")
 
 	// A hangs for longer than the lease: B takes over.
 	if err := a.Signal(syscall.SIGSTOP); err != nil {
@@ -250,13 +253,15 @@ func TestControllerLeaseLostKeepsServing(t *testing.T) {
 		t.Errorf("Lease holder %q, want B's %q", holder, idB)
 	}
 
-	// A campaigns again: once B stops (releasing the lease), A leads.
+	// A campaigns again: once B stops (releasing the lease), A leads
+	// (once more than before, however often that was).
+	led := len(leaderBecameRE.FindAllString(leaderLogRun(t, a.LogFile), -1))
 	if err := b.Stop(cluster.DefaultStopGrace); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 60*time.Second, "A leads again", func(context.Context) error {
-		if n := len(leaderBecameRE.FindAllString(leaderLogRun(t, a.LogFile), -1)); n != 2 {
-			return fmt.Errorf("A became leader %d times", n)
+		if n := len(leaderBecameRE.FindAllString(leaderLogRun(t, a.LogFile), -1)); n <= led {
+			return fmt.Errorf("A became leader %d times, as before B stopped", n)
 		}
 		if holder := leaderLeaseHolder(t); holder != idA {
 			return fmt.Errorf("Lease holder %q, want A's %q", holder, idA)

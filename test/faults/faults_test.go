@@ -93,9 +93,10 @@ func TestFaults(t *testing.T) {
 	for k, v := range chk.watchBreaks {
 		breaks[k] = v
 	}
-	unverified := chk.unverified
+	unverified, forced, moves := chk.unverified, chk.forced, chk.moves
 	chk.mu.Unlock()
-	t.Logf("watches re-established: %v; pods whose recorded node could not be checked (gone before a relist caught up): %d", breaks, unverified)
+	t.Logf("watches re-established: %v; members moved off lost nodes: %d; member pods deleted without a grace period (node lost): %d; "+
+		"pods whose recorded node could not be checked (gone before a relist caught up): %d", breaks, moves, forced, unverified)
 }
 
 // runFault runs the workload, injects f, heals it, stops the workload and

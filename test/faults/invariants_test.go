@@ -80,8 +80,10 @@ type checker struct {
 	pendingRecorded map[types.UID]*corev1.Pod
 	pendingLoss     []lossCheck
 	// unverified counts pods whose recorded node could not be checked (the
-	// Flock version was skipped by a relist and the pod is gone).
-	unverified int
+	// Flock version was skipped by a relist and the pod is gone); forced
+	// the member pods deleted without a grace period; moves the members
+	// that moved to another node.
+	unverified, forced, moves int
 }
 
 // flockState is one Flock (by UID) as the watch saw it.
@@ -326,10 +328,11 @@ func (c *checker) podDeleted(p *corev1.Pod) {
 	if known := c.pods[p.UID]; known != nil && known.DeletionTimestamp != nil {
 		last = known
 	}
+	c.checks["no-second-copy"]++
 	if last.DeletionTimestamp != nil {
 		return
 	}
-	c.checks["no-second-copy"]++
+	c.forced++
 	lc := lossCheck{node: p.Spec.NodeName, rv: parseRV(p.ResourceVersion),
 		what: fmt.Sprintf("pod %s (uid %s) was deleted without a grace period while its node %s was not lost%s", p.Name, p.UID, p.Spec.NodeName, dump(podSummary(p)))}
 	if !c.lostAt(lc.node, lc.rv) {
@@ -392,8 +395,9 @@ func (c *checker) flockVersion(f *flockv1alpha1.Flock, fromWatch bool) {
 			prev[m.Ordinal] = m.Node
 		}
 		for _, m := range f.Status.Members {
+			c.checks["moves-only-off-lost-nodes"]++
 			if was, ok := prev[m.Ordinal]; ok && was != m.Node {
-				c.checks["moves-only-off-lost-nodes"]++
+				c.moves++
 				if !c.everLost(was) {
 					c.pendingLoss = append(c.pendingLoss, lossCheck{node: was, rv: -1, what: fmt.Sprintf(
 						"Flock %s/%s moved member %d from node %s to %s, but node %s was never lost%s", f.Namespace, f.Name, m.Ordinal, was, m.Node, was,

@@ -20,6 +20,10 @@ import (
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
 
+// cleanupRecheck is how soon a sync with data cleanups pending runs again
+// even when no event brings it.
+const cleanupRecheck = 30 * time.Second
+
 // cleanupOutcome is what syncCleanup tells the rest of a sync.
 type cleanupOutcome struct {
 	// pending are members whose data directory is still to be removed:
@@ -164,6 +168,12 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 		return starting
 	}))
 	out.complete = deleting && len(out.pending) == 0
+	if len(out.pending) > 0 && out.requeue == 0 {
+		// The helper pods' events bring the next sync; should one be lost
+		// (the fault suite saw a deletion held after kube's etcd
+		// restarted), the cleanup is looked at again anyway.
+		out.requeue = cleanupRecheck
+	}
 	return out, utilerrors.NewAggregate(errs)
 }
 

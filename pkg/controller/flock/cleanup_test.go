@@ -255,7 +255,9 @@ func TestDeleteWithDeleteRetentionRemovesDataThenReleasesTheFlock(t *testing.T) 
 		t.Errorf("message = %q", msg)
 	}
 	f.finishTerminating()
-	f.mustSync("pg")
+	if res := f.syncResult("pg"); res.RequeueAfter != cleanupRecheck {
+		t.Errorf("RequeueAfter = %v while the cleanups run, want %v", res.RequeueAfter, cleanupRecheck)
+	}
 	got := f.helpers("pg")
 	if len(got) != 2 || f.helperPod("pg", HelperCleanup, 0).Spec.NodeName != "n-a" || f.helperPod("pg", HelperCleanup, 1).Spec.NodeName != "n-b" {
 		t.Fatalf("helpers = %v", got)

@@ -113,6 +113,17 @@ func TestReassignMovesMemberOffGoneNode(t *testing.T) {
 	if len(f.members.ops) == 0 || f.members.ops[0] != "force-delete pg-1" {
 		t.Fatalf("ops = %v", f.members.ops)
 	}
+	// The status written by that sync saw the old pod (Ready, on n-b):
+	// it is not member 1 on n-d, so member 1 is neither Ready nor
+	// available (found by the fault suite: the Flock said Available
+	// before member 1 had a pod on its new node).
+	if st := f.getFlock("pg").Status; st.Members[1].Ready || st.ReadyReplicas != 2 ||
+		!strings.Contains(st.Members[1].Message, "pod pg-1 on node n-b is being replaced by one on node n-d") {
+		t.Errorf("member 1 %+v, readyReplicas %d", st.Members[1], st.ReadyReplicas)
+	}
+	if c := f.condition("pg", v1alpha1.FlockAvailable); c.Status != metav1.ConditionFalse || c.Message != "2 of 3 members available" {
+		t.Errorf("Available = %+v", c)
+	}
 	events := f.events()
 	if !hasEvent(events, "Warning MemberReassigned", "member 1", "from node n-b to node n-d", "Reassign after 10s") {
 		t.Errorf("no MemberReassigned event in %v", events)

@@ -108,11 +108,12 @@ func computeStatus(in statusInput) (v1alpha1.FlockStatus, map[MemberState]int) {
 		status.Selector = sel.String()
 	}
 
-	// Counters over every pod of the Flock, condemned ones included.
+	// Counters over every pod of the Flock, condemned ones included. A pod
+	// off its member's node is not counted Ready.
 	status.Replicas, status.ReadyReplicas, status.AvailableReplicas = 0, 0, 0
-	for _, pod := range in.Pods {
+	for ord, pod := range in.Pods {
 		status.Replicas++
-		if isRunningAndReady(pod) {
+		if isRunningAndReady(pod) && !offMemberNode(pod, in.Members, ord) {
 			status.ReadyReplicas++
 			if isAvailable(pod, minReady, in.Now) {
 				status.AvailableReplicas++
@@ -164,7 +165,7 @@ func computeStatus(in statusInput) (v1alpha1.FlockStatus, map[MemberState]int) {
 		pod := in.Pods[m.Ordinal]
 		m.Pod = PodName(f.Name, m.Ordinal)
 		m.Hostname = MemberHostname(m.Pod, serviceNameOf(f), f.Namespace, in.ClusterDomain)
-		m.Ready = pod != nil && isRunningAndReady(pod)
+		m.Ready = pod != nil && isRunningAndReady(pod) && !offMemberNode(pod, in.Members, m.Ordinal)
 		m.Revision = ""
 		if pod != nil {
 			m.Revision = podRevision(pod)
@@ -208,10 +209,12 @@ func computeStatus(in statusInput) (v1alpha1.FlockStatus, map[MemberState]int) {
 	gen := f.Generation
 	now := metav1.NewTime(in.Now)
 	// A member whose pod still says Ready on a gone or NotReady node is
-	// blocked, and not available.
+	// blocked, and not available; so is one whose pod is still the old one
+	// on the node it was reassigned from.
 	available := int32(0)
 	for ord := range replicas {
-		if _, blocked := in.Blocked[ord]; !blocked && in.Pods[ord] != nil && isAvailable(in.Pods[ord], minReady, in.Now) {
+		if _, blocked := in.Blocked[ord]; !blocked && in.Pods[ord] != nil && isAvailable(in.Pods[ord], minReady, in.Now) &&
+			!offMemberNode(in.Pods[ord], in.Members, ord) {
 			available++
 		}
 	}
@@ -255,6 +258,15 @@ func computeStatus(in statusInput) (v1alpha1.FlockStatus, map[MemberState]int) {
 	return status, states
 }
 
+// offMemberNode reports whether pod, of ordinal ord, is bound or pinned to
+// another node than its member's: the old pod of a member reassigned off a
+// lost node, not gone yet. It is not the member, whatever it says.
+func offMemberNode(pod *corev1.Pod, members map[int32]v1alpha1.FlockMember, ord int32) bool {
+	m, ok := members[ord]
+	node := PinnedNode(pod)
+	return ok && node != "" && node != m.Node
+}
+
 // memberState returns the state of a member and its status message.
 func memberState(m v1alpha1.FlockMember, pod *corev1.Pod, blocked map[int32]blockage, replicas int32) (MemberState, string) {
 	if b, ok := blocked[m.Ordinal]; ok {
@@ -265,6 +277,8 @@ func memberState(m v1alpha1.FlockMember, pod *corev1.Pod, blocked map[int32]bloc
 		return MemberNotReady, "being removed by a scale down"
 	case pod == nil:
 		return MemberMissing, "pod not created yet"
+	case PinnedNode(pod) != "" && PinnedNode(pod) != m.Node:
+		return MemberNotReady, fmt.Sprintf("pod %s on node %s is being replaced by one on node %s", pod.Name, PinnedNode(pod), m.Node)
 	case isTerminating(pod):
 		return MemberNotReady, "pod is terminating"
 	case isRunningAndReady(pod):

@@ -68,11 +68,12 @@ func TestMergeStatusKeepsOthersMembers(t *testing.T) {
 	}
 }
 
+// readyPod is a Running, Ready pod of member ord on node n-a, n-b, ... (by ord).
 func readyPod(name string, ord int32, rev string, readySince time.Time) *corev1.Pod {
 	p := &corev1.Pod{}
 	p.Name = name
 	p.Labels = map[string]string{v1alpha1.LabelRevision: rev}
-	p.Spec.NodeName = "n"
+	p.Spec.NodeName = "n-" + string(rune('a'+ord))
 	p.Status.Phase = corev1.PodRunning
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(readySince)}}
 	return p
