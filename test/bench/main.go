@@ -13,8 +13,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -51,6 +49,10 @@ var (
 	scaleN     = flag.Int("scale", 100, "the scale case: N nodes and N objects x 3 members (the issue's full size is 1000)")
 	controlQPS = flag.Int("controller-qps", 200, "client QPS of both the Flock controller and kube-controller-manager (burst 2x)")
 	profile    = flag.String("profile", "_output/bench-e2e-flock-apiserver.pprof", "where a CPU profile of flock-apiserver during the Flock 50 x 3 case goes (empty: none)")
+	apiProfile = flag.Int("api-profile", 0, "after the API cases, profile flock-apiserver and kube-apiserver (CPU) for this many seconds of Flock creates and of gets, each c=16 through the aggregator and direct (0: none)")
+	apiOnly    = flag.Bool("api-only", false, "run only the API cases (no readiness cases)")
+	memoryN    = flag.Int("memory", 0, "run only the memory case: N nodes, N Flocks x 3, 3N unrelated pods; resident sets after each stage (the issue's size is 1000)")
+	heapPath   = flag.String("heap-profile", "_output/bench-e2e-memory-heap.pprof", "where heap profiles of flock-apiserver after each stage of the memory case go (-<stage> added; empty: none)")
 	smoke      = flag.Bool("smoke", false, "tiny sizes (CI smoke): checks the bench runs, numbers mean little")
 )
 
@@ -75,6 +77,7 @@ type results struct {
 	API           []row              `json:"api"`
 	Ready         []row              `json:"ready"`
 	PeakRSSMiB    map[string]float64 `json:"peakRSSMiB"`
+	Memory        []memoryStage      `json:"memory,omitempty"`
 }
 
 func main() {
@@ -116,6 +119,14 @@ func run() error {
 	defer c.Down()
 
 	res := &results{Started: time.Now().UTC(), Machine: machine(), ClientQPS: clientQPS, ControllerQPS: *controlQPS}
+	if *memoryN > 0 {
+		if res.Memory, err = memoryCase(ctx, c, *memoryN, *heapPath); err != nil {
+			return err
+		}
+		fmt.Printf("Flock bench-e2e -memory=%d, %s\nMachine: %s\n\n", *memoryN, res.Started.Format(time.RFC3339), res.Machine)
+		printMemory(res.Memory)
+		return writeResults(res)
+	}
 	targets, err := newTargets(ctx, c)
 	if err != nil {
 		return err
@@ -123,12 +134,24 @@ func run() error {
 	if res.API, err = apiCases(ctx, c, targets); err != nil {
 		return err
 	}
-	if res.Ready, err = readyCases(ctx, c); err != nil {
-		return err
+	if *apiProfile > 0 {
+		if err := apiProfiles(ctx, c, targets, time.Duration(*apiProfile)*time.Second); err != nil {
+			return err
+		}
+	}
+	if !*apiOnly {
+		if res.Ready, err = readyCases(ctx, c); err != nil {
+			return err
+		}
 	}
 	res.PeakRSSMiB = peakRSS(c)
 
 	printTable(res)
+	return writeResults(res)
+}
+
+// writeResults writes the raw results as JSON to -out.
+func writeResults(res *results) error {
 	data, _ := json.MarshalIndent(res, "", "  ")
 	if err := os.MkdirAll(filepath.Dir(*outPath), 0o755); err != nil {
 		return err
@@ -644,51 +667,12 @@ func timeToReady(ctx context.Context, kube kubernetes.Interface, ns string, obje
 // cpuProfile saves a CPU profile of flock-apiserver over seconds, taken
 // straight from its /debug/pprof as admin.
 func cpuProfile(ctx context.Context, c *cluster.Cluster, seconds int, path string) error {
-	cfg := rest.CopyConfig(c.RESTConfig)
-	cfg.Host = c.FlockAPIServerURL
-	cfg.Timeout = time.Duration(seconds+30) * time.Second
-	client, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", c.FlockAPIServerURL, seconds), nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %.200s", resp.Status, data)
-	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, data, 0o644)
+	return savePprof(ctx, c, c.FlockAPIServerURL, fmt.Sprintf("profile?seconds=%d", seconds), time.Duration(seconds+30)*time.Second, path)
 }
 
 // peakRSS reads each control-plane process's peak resident set (VmHWM).
 func peakRSS(c *cluster.Cluster) map[string]float64 {
-	out := map[string]float64{}
-	for _, p := range c.Processes() {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.PID()))
-		if err != nil {
-			continue
-		}
-		for _, l := range strings.Split(string(data), "\n") {
-			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-				kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-				out[p.Name] = kb / 1024
-			}
-		}
-	}
-	return out
+	return procStatus(c, "VmHWM:")
 }
 
 // printTable prints the run's results with ratios against the anchor of
