@@ -27,6 +27,8 @@ type Config struct {
 	ClientPort, PeerPort int
 	// Cluster, when set, makes this member one of a cluster, over TLS.
 	Cluster *ClusterConfig
+	// UnsafeNoFsync turns off fsync (tests and benchmarks only).
+	UnsafeNoFsync bool
 }
 
 // The raft log kept in memory by a single member: a snapshot every
@@ -58,6 +60,7 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	cfg := embed.NewConfig()
 	cfg.Dir = c.DataDir
 	cfg.LogLevel = "warn"
+	cfg.UnsafeNoFsync = c.UnsafeNoFsync
 	// A metrics listener of its own is not needed: etcd's metrics are not
 	// served by flock-apiserver.
 	cfg.ListenMetricsUrls = nil

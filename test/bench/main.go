@@ -50,8 +50,10 @@ var (
 	controlQPS = flag.Int("controller-qps", 200, "client QPS of both the Flock controller and kube-controller-manager (burst 2x)")
 	profile    = flag.String("profile", "_output/bench-e2e-flock-apiserver.pprof", "where a CPU profile of flock-apiserver during the Flock 50 x 3 case goes (empty: none)")
 	apiProfile = flag.Int("api-profile", 0, "after the API cases, profile flock-apiserver and kube-apiserver (CPU) for this many seconds of Flock creates and of gets, each c=16 through the aggregator and direct (0: none)")
+	flockArgs  = flag.String("flock-args", "", "extra flock-apiserver flags, space-separated (for experiments, e.g. --disable-admission-plugins=FlockMemberDryRun)")
 	apiOnly    = flag.Bool("api-only", false, "run only the API cases (no readiness cases)")
 	memoryN    = flag.Int("memory", 0, "run only the memory case: N nodes, N Flocks x 3, 3N unrelated pods; resident sets after each stage (the issue's size is 1000)")
+	memoryWait = flag.Duration("memory-wait", 45*time.Minute, "how long the memory case waits for the members to be Ready before it measures anyway (the stage then says how many were)")
 	heapPath   = flag.String("heap-profile", "_output/bench-e2e-memory-heap.pprof", "where heap profiles of flock-apiserver after each stage of the memory case go (-<stage> added; empty: none)")
 	smoke      = flag.Bool("smoke", false, "tiny sizes (CI smoke): checks the bench runs, numbers mean little")
 )
@@ -110,7 +112,10 @@ func run() error {
 	c, err := cluster.Up(ctx, cluster.Options{
 		BinDir: filepath.Join(root, "_output", "bin"), WorkDir: dir, RepoRoot: root,
 		Nodes: 50, WithoutDNS: true,
-		FlockArgs:             []string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst},
+		// Both etcds without fsync: the local control plane's etcd runs
+		// with --unsafe-no-fsync, and CRDs are stored there.
+		FlockArgs: append([]string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst, "--embedded-etcd-unsafe-no-fsync"},
+			strings.Fields(*flockArgs)...),
 		ControllerManagerArgs: []string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst},
 	})
 	if err != nil {

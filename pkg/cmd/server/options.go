@@ -93,6 +93,9 @@ type EmbeddedEtcdOptions struct {
 	DataDir    string
 	ClientPort int
 	PeerPort   int
+	// UnsafeNoFsync turns off the member's fsyncs (tests and benchmarks
+	// only: a crash of the machine loses acknowledged writes).
+	UnsafeNoFsync bool
 
 	// Cluster mode: set by InitialCluster.
 
@@ -176,6 +179,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Loopback port of the embedded etcd member's client endpoint.")
 	fs.IntVar(&o.EmbeddedEtcd.PeerPort, "embedded-etcd-peer-port", o.EmbeddedEtcd.PeerPort,
 		"Loopback port of the embedded etcd member's peer endpoint.")
+	fs.BoolVar(&o.EmbeddedEtcd.UnsafeNoFsync, "embedded-etcd-unsafe-no-fsync", o.EmbeddedEtcd.UnsafeNoFsync,
+		"Tests and benchmarks only: the embedded member never fsyncs (as etcd's --unsafe-no-fsync), so a crash of the machine loses acknowledged writes.")
 	fs.StringVar(&o.EmbeddedEtcd.InitialCluster, "embedded-etcd-initial-cluster", o.EmbeddedEtcd.InitialCluster,
 		"Cluster mode: every member as name=https://peer-host:port, comma separated, identical on every replica (an odd number: 1, 3, 5 or 7). Empty: a single member on loopback.")
 	fs.StringVar(&o.EmbeddedEtcd.Name, "embedded-etcd-name", o.EmbeddedEtcd.Name,
@@ -374,7 +379,7 @@ func httpsURL(s string) error {
 // embeddedEtcdConfig is the configuration of the embedded member.
 func (o *Options) embeddedEtcdConfig() (etcd.Config, error) {
 	e := o.EmbeddedEtcd
-	c := etcd.Config{DataDir: e.DataDir, ClientPort: e.ClientPort, PeerPort: e.PeerPort}
+	c := etcd.Config{DataDir: e.DataDir, ClientPort: e.ClientPort, PeerPort: e.PeerPort, UnsafeNoFsync: e.UnsafeNoFsync}
 	if !e.clusterMode() {
 		return c, nil
 	}
