@@ -51,6 +51,7 @@ var (
 	profile    = flag.String("profile", "_output/bench-e2e-flock-apiserver.pprof", "where a CPU profile of flock-apiserver during the Flock 50 x 3 case goes (empty: none)")
 	apiProfile = flag.Int("api-profile", 0, "after the API cases, profile flock-apiserver and kube-apiserver (CPU) for this many seconds of Flock creates and of gets, each c=16 through the aggregator and direct (0: none)")
 	flockArgs  = flag.String("flock-args", "", "extra flock-apiserver flags, space-separated (for experiments, e.g. --disable-admission-plugins=FlockMemberDryRun)")
+	flockEnv   = flag.String("flock-env", "", "extra environment of flock-apiserver, space-separated NAME=value (e.g. GOMEMLIMIT=200MiB)")
 	apiOnly    = flag.Bool("api-only", false, "run only the API cases (no readiness cases)")
 	memoryN    = flag.Int("memory", 0, "run only the memory case: N nodes, N Flocks x 3, 3N unrelated pods; resident sets after each stage (the issue's size is 1000)")
 	memoryWait = flag.Duration("memory-wait", 45*time.Minute, "how long the memory case waits for the members to be Ready before it measures anyway (the stage then says how many were)")
@@ -116,6 +117,7 @@ func run() error {
 		// with --unsafe-no-fsync, and CRDs are stored there.
 		FlockArgs: append([]string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst, "--embedded-etcd-unsafe-no-fsync"},
 			strings.Fields(*flockArgs)...),
+		FlockEnv:              strings.Fields(*flockEnv),
 		ControllerManagerArgs: []string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst},
 	})
 	if err != nil {

@@ -75,6 +75,9 @@ type Options struct {
 	Ports Ports
 	// FlockArgs are extra flock-apiserver flags, after the harness's own.
 	FlockArgs []string
+	// FlockEnv are extra environment variables of flock-apiserver
+	// (NAME=value), e.g. GOMEMLIMIT.
+	FlockEnv []string
 	// Extra flags for the other components, after the harness's own.
 	KubeAPIServerArgs     []string
 	ControllerManagerArgs []string

@@ -234,7 +234,7 @@ func (c *Cluster) startFlock(ctx context.Context) error {
 // until flocks can be listed through kube-apiserver.
 func (c *Cluster) runMainFlock(ctx context.Context, extra []string) error {
 	args := c.flockArgs(c.Ports.FlockAPIServer, c.Ports.FlockEtcd, c.Ports.FlockEtcdPeer, c.path("flock", "etcd"), extra)
-	p, err := c.start(ctx, "flock-apiserver", "flock-apiserver", args, nil)
+	p, err := c.start(ctx, "flock-apiserver", "flock-apiserver", args, c.opts.FlockEnv)
 	if err != nil {
 		return err
 	}

@@ -155,14 +155,21 @@ func (o *Options) controllerClientConfig(server *rest.Config) (*rest.Config, err
 
 // memberPodClient returns the client admission dry-runs member pods with
 // (nil when there is no core cluster). Its rate limit is its own, apart from
-// the controller's.
+// the controller's, and high: each dry-run serves one Flock write that
+// flock-apiserver's own request limits have already admitted, and
+// kube-apiserver's priority and fairness bounds the identity's share, so a
+// low client-side limit only made Flock creates wait (at 50/s it capped
+// them at 50/s, under the CRD's rate on the same control plane).
+// memberDryRunQPS is the member dry-run client's rate limit (burst twice that).
+const memberDryRunQPS = 1000
+
 func memberPodClient(controller *rest.Config) (kubernetes.Interface, error) {
 	if controller == nil {
 		return nil, nil
 	}
 	c := rest.CopyConfig(controller)
 	c.UserAgent = "flock-apiserver/member-dry-run"
-	c.QPS, c.Burst = 50, 100
+	c.QPS, c.Burst = memberDryRunQPS, 2*memberDryRunQPS
 	// Warnings go back to the Flock's client, not to the server's log.
 	c.WarningHandler = rest.NoWarnings{}
 	return kubernetes.NewForConfig(c)
