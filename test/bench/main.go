@@ -542,11 +542,7 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, error) {
 	if *scaleN > 0 {
 		cases = append(cases, readyCase{name: fmt.Sprintf("%d x 3 Parallel, %d nodes", *scaleN, max(*scaleN, 50)), objects: *scaleN, members: 3, nodeCount: *scaleN})
 	}
-	kube, err := kubernetes.NewForConfig(fast(c.RESTConfig))
-	if err != nil {
-		return nil, err
-	}
-	fc, err := flockclient.NewForConfig(fast(c.RESTConfig))
+	kube, fc, err := benchClients(c)
 	if err != nil {
 		return nil, err
 	}

@@ -41,11 +41,7 @@ type memoryStage struct {
 // set after each stage, settled for a while, with a heap profile of
 // flock-apiserver (<heapPath without .pprof>-<stage>.pprof).
 func memoryCase(ctx context.Context, c *cluster.Cluster, n int, heapPath string) ([]memoryStage, error) {
-	kube, err := kubernetes.NewForConfig(fast(c.RESTConfig))
-	if err != nil {
-		return nil, err
-	}
-	fc, err := flockclient.NewForConfig(fast(c.RESTConfig))
+	kube, fc, err := benchClients(c)
 	if err != nil {
 		return nil, err
 	}
@@ -88,21 +84,8 @@ func memoryCase(ctx context.Context, c *cluster.Cluster, n int, heapPath string)
 	}
 	// Count Ready member pods at kube-apiserver: polling a LIST of every
 	// Flock would be what the server's memory holds.
-	var members string
-	if err := pollEvery(ctx, 5*time.Second, *memoryWait, func() (string, bool, error) {
-		l, err := kube.CoreV1().Pods(flockNS).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return "", false, err
-		}
-		ready := 0
-		for _, p := range l.Items {
-			if podReady(&p) {
-				ready++
-			}
-		}
-		members = fmt.Sprintf("%d of %d members Ready", ready, 3*n)
-		return members, ready == 3*n, nil
-	}); err != nil && !errors.Is(err, errNotDone) {
+	members, err := awaitPods(ctx, kube, flockNS, 3*n, "members Ready", podReady)
+	if err != nil {
 		return nil, err
 	}
 	record(fmt.Sprintf("%d Flocks x 3 (%s)", n, members))
@@ -117,26 +100,38 @@ func memoryCase(ctx context.Context, c *cluster.Cluster, n int, heapPath string)
 	}); err != nil {
 		return nil, fmt.Errorf("unrelated pods: %w", err)
 	}
-	var others string
-	if err := pollEvery(ctx, 5*time.Second, *memoryWait, func() (string, bool, error) {
-		l, err := kube.CoreV1().Pods(otherNS).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return "", false, err
-		}
-		running := 0
-		for _, p := range l.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				running++
-			}
-		}
-		others = fmt.Sprintf("%d of %d unrelated pods Running", running, 3*n)
-		return others, running == 3*n, nil
-	}); err != nil && !errors.Is(err, errNotDone) {
+	others, err := awaitPods(ctx, kube, otherNS, 3*n, "unrelated pods Running", func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	if err != nil {
 		return nil, err
 	}
 	record("and " + others)
 	stages = append(stages, memoryStage{Stage: "peak (VmHWM)", RSSMiB: procStatus(c, "VmHWM:")})
 	return stages, nil
+}
+
+// awaitPods polls, every 5 s for up to -memory-wait, until want pods of ns
+// are as ok says, and returns how many were ("12 of 30 <what>"); a wait
+// that runs out is not an error.
+func awaitPods(ctx context.Context, kube kubernetes.Interface, ns string, want int, what string, ok func(*corev1.Pod) bool) (string, error) {
+	var state string
+	err := pollEvery(ctx, 5*time.Second, *memoryWait, func() (string, bool, error) {
+		l, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return "", false, err
+		}
+		n := 0
+		for i := range l.Items {
+			if ok(&l.Items[i]) {
+				n++
+			}
+		}
+		state = fmt.Sprintf("%d of %d %s", n, want, what)
+		return state, n == want, nil
+	})
+	if errors.Is(err, errNotDone) {
+		err = nil
+	}
+	return state, err
 }
 
 // errNotDone is pollEvery's error when the limit passes.
@@ -176,6 +171,20 @@ func pollEvery(ctx context.Context, interval, limit time.Duration, check func() 
 		case <-time.After(interval):
 		}
 	}
+}
+
+// benchClients returns the benchmark's clients of the core cluster and of
+// Flocks, through kube-apiserver, at the benchmark's client QPS.
+func benchClients(c *cluster.Cluster) (kubernetes.Interface, flockclient.Interface, error) {
+	kube, err := kubernetes.NewForConfig(fast(c.RESTConfig))
+	if err != nil {
+		return nil, nil, err
+	}
+	fc, err := flockclient.NewForConfig(fast(c.RESTConfig))
+	if err != nil {
+		return nil, nil, err
+	}
+	return kube, fc, nil
 }
 
 // unrelatedPod is a bare pod of no Flock's, bound to node, with a body like
