@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
+	flockcontroller "flock.dev/flock/pkg/controller/flock"
 	"flock.dev/flock/test/cluster"
 )
 
@@ -162,6 +163,8 @@ func TestKubectlFlockMove(t *testing.T) {
 		t.Errorf("member 1's PersistentVolume is pinned to %+v, want %s", terms, free)
 	}
 
+	expectMemberData(t, f, free)
+
 	// Members 0 and 2 never went unavailable, from the watch.
 	events := rec.events(t)
 	for _, e := range events {
@@ -176,6 +179,74 @@ func TestKubectlFlockMove(t *testing.T) {
 	if _, ever := availability(events, []string{"web-1"}); !ever["web-1"] {
 		t.Errorf("the watch never saw web-1 go down:\n%s", rec)
 	}
+}
+
+// expectMemberData checks that Flock f has one PersistentVolume and one
+// claim per member and no other (nothing orphaned by a move), and that
+// member 1's volume is on node.
+func expectMemberData(t *testing.T, f *flockv1alpha1.Flock, node string) {
+	t.Helper()
+	sel := metav1.ListOptions{LabelSelector: flockcontroller.LabelFlockUID + "=" + string(f.UID)}
+	eventually(t, lcTimeout, "one PersistentVolume and claim per member", func(ctx context.Context) error {
+		pvs, err := env.Kube.CoreV1().PersistentVolumes().List(ctx, sel)
+		if err != nil {
+			return err
+		}
+		claims, err := env.Kube.CoreV1().PersistentVolumeClaims(f.Namespace).List(ctx, sel)
+		if err != nil {
+			return err
+		}
+		var onNode []string
+		for _, pv := range pvs.Items {
+			if pv.Name == flockcontroller.PersistentVolumeName(f.UID, 1) {
+				onNode = pv.Spec.NodeAffinity.Required.NodeSelectorTerms[0].MatchExpressions[0].Values
+			}
+		}
+		if len(pvs.Items) != len(f.Status.Members) || len(claims.Items) != len(f.Status.Members) || len(onNode) != 1 || onNode[0] != node {
+			return fmt.Errorf("%d PersistentVolumes, %d claims for %d members; member 1's volume on %v, want %s",
+				len(pvs.Items), len(claims.Items), len(f.Status.Members), onNode, node)
+		}
+		return nil
+	})
+}
+
+// TestFlockMoveDeleteRetention: with whenScaled Delete, the directory a
+// moved member leaves is removed by the cleanup helper on the old node
+// before fresh data is made on the new one; nothing is left behind.
+func TestFlockMoveDeleteRetention(t *testing.T) {
+	ns := newNamespace(t)
+	pool := "movedel-" + ns
+	nodes := map[string]map[string]string{}
+	for i := range 3 {
+		nodes[fmt.Sprintf("%s-%d", pool, i)] = nil
+	}
+	movePool(t, pool, nodes)
+	f := newFlock("web", ns, 2)
+	f.Spec.Placement.NodeSelector = map[string]string{"flock-e2e-pool": pool}
+	f.Spec.Storage.Retention.WhenScaled = flockv1alpha1.DeleteRetentionPolicy
+	createFlock(t, f)
+	f = waitFlockAvailable(t, ns, "web")
+	used := map[string]bool{}
+	for _, m := range f.Status.Members {
+		used[m.Node] = true
+	}
+	var free string
+	for n := range nodes {
+		if !used[n] {
+			free = n
+		}
+	}
+	from := f.Status.Members[1].Node
+	if _, err := env.Flock.FlockV1alpha1().Flocks(ns).Move(ctxFor(t), "web", &flockv1alpha1.FlockMove{Ordinal: 1, Node: free}, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("move: %v", err)
+	}
+	lcWaitEvent(t, ns, "web", "MemberMoved", "moved from node "+from+" to node "+free, "the old one on node "+from+" is removed")
+	lcWaitEvent(t, ns, "web", "VolumeReplaced", "member 1: its data directory was removed")
+	f = waitFlockAvailable(t, ns, "web")
+	if m := f.Status.Members[1]; m.Node != free {
+		t.Fatalf("member 1 = %+v, want on %s", m, free)
+	}
+	expectMemberData(t, f, free)
 }
 
 func TestKubectlFlockDrainNode(t *testing.T) {
