@@ -57,6 +57,9 @@ var (
 	memoryWait = flag.Duration("memory-wait", 45*time.Minute, "how long the memory case waits for the members to be Ready before it measures anyway (the stage then says how many were)")
 	heapPath   = flag.String("heap-profile", "_output/bench-e2e-memory-heap.pprof", "where heap profiles of flock-apiserver after each stage of the memory case go (-<stage> added; empty: none)")
 	smoke      = flag.Bool("smoke", false, "tiny sizes (CI smoke): checks the bench runs, numbers mean little")
+	withAPI    = flag.Bool("api", true, "run the API cases (false: only the readiness cases)")
+	readyRuns  = flag.Int("runs", 3, "runs of each readiness case (the table shows medians)")
+	floodN     = flag.Int("flood", 200, "objects flooding one namespace in the flood case (0: no flood case)")
 )
 
 // clientQPS is the benchmark clients' rate limit, the same for every
@@ -69,6 +72,8 @@ type row struct {
 	Unit   string             `json:"unit"`
 	Higher bool               `json:"higherIsBetter"`
 	Values map[string]float64 `json:"values"`
+	// Samples are the values of each run where Values are their medians.
+	Samples map[string][]float64 `json:"samples,omitempty"`
 }
 
 // results is what the JSON file holds.
@@ -77,6 +82,7 @@ type results struct {
 	Machine       string             `json:"machine"`
 	ClientQPS     int                `json:"clientQPS"`
 	ControllerQPS int                `json:"controllerQPS"`
+	ReadyRuns     int                `json:"readyRuns"`
 	API           []row              `json:"api"`
 	Ready         []row              `json:"ready"`
 	PeakRSSMiB    map[string]float64 `json:"peakRSSMiB"`
@@ -86,7 +92,7 @@ type results struct {
 func main() {
 	flag.Parse()
 	if *smoke {
-		*createN, *getN, *listSize, *watchN, *scaleN = 20, 50, 50, 3, 0
+		*createN, *getN, *listSize, *watchN, *scaleN, *readyRuns, *floodN = 20, 50, 50, 3, 0, 1, 20
 	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
@@ -125,7 +131,7 @@ func run() error {
 	}
 	defer c.Down()
 
-	res := &results{Started: time.Now().UTC(), Machine: machine(), ClientQPS: clientQPS, ControllerQPS: *controlQPS}
+	res := &results{Started: time.Now().UTC(), Machine: machine(), ClientQPS: clientQPS, ControllerQPS: *controlQPS, ReadyRuns: *readyRuns}
 	if *memoryN > 0 {
 		if res.Memory, err = memoryCase(ctx, c, *memoryN, *heapPath); err != nil {
 			return err
@@ -138,8 +144,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if res.API, err = apiCases(ctx, c, targets); err != nil {
-		return err
+	if *withAPI {
+		if res.API, err = apiCases(ctx, c, targets); err != nil {
+			return err
+		}
 	}
 	if *apiProfile > 0 {
 		if err := apiProfiles(ctx, c, targets, time.Duration(*apiProfile)*time.Second); err != nil {
@@ -521,152 +529,6 @@ func metaName(obj any) (string, error) {
 	return "", fmt.Errorf("not an object: %T", obj)
 }
 
-// readyTimes are the two times to readiness of one run.
-type readyTimes struct{ pods, status time.Duration }
-
-// readyCases measures create -> all members Ready (pods Ready, and
-// status.readyReplicas) for StatefulSets and Flocks.
-func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, error) {
-	type readyCase struct {
-		name      string
-		objects   int
-		members   int32
-		ordered   bool
-		nodeCount int
-	}
-	cases := []readyCase{
-		{name: "5 members Parallel", objects: 1, members: 5},
-		{name: "5 members OrderedReady", objects: 1, members: 5, ordered: true},
-		{name: "50 x 3 Parallel, 50 nodes", objects: 50, members: 3},
-	}
-	if *scaleN > 0 {
-		cases = append(cases, readyCase{name: fmt.Sprintf("%d x 3 Parallel, %d nodes", *scaleN, max(*scaleN, 50)), objects: *scaleN, members: 3, nodeCount: *scaleN})
-	}
-	kube, fc, err := benchClients(c)
-	if err != nil {
-		return nil, err
-	}
-	var rows []row
-	for ci, rc := range cases {
-		for i := len(c.NodeNames); i < rc.nodeCount; i++ {
-			if _, err := c.AddNode(ctx, fmt.Sprintf("scale-%d", i), nil, nil); err != nil {
-				return nil, fmt.Errorf("adding node %d: %w", i, err)
-			}
-		}
-		pods := row{Case: "ready: " + rc.name, Unit: "ms", Values: map[string]float64{}}
-		status := row{Case: "readyReplicas: " + rc.name, Unit: "ms", Values: map[string]float64{}}
-		for _, kind := range []string{tSTS, "Flock"} {
-			ns := fmt.Sprintf("ready-%d-%s", ci, strings.ToLower(kind))
-			if err := newNamespace(ctx, c, ns); err != nil {
-				return nil, err
-			}
-			create := func(i int) error {
-				name := fmt.Sprintf("r-%d", i)
-				if kind == tSTS {
-					policy := appsv1.ParallelPodManagement
-					if rc.ordered {
-						policy = appsv1.OrderedReadyPodManagement
-					}
-					_, err := kube.AppsV1().StatefulSets(ns).Create(ctx, benchStatefulSet(ns, name, rc.members, policy), metav1.CreateOptions{})
-					return err
-				}
-				policy := flockv1alpha1.ParallelPodManagement
-				if rc.ordered {
-					policy = flockv1alpha1.OrderedReadyPodManagement
-				}
-				_, err := fc.FlockV1alpha1().Flocks(ns).Create(ctx, benchFlock(ns, name, rc.members, policy), metav1.CreateOptions{})
-				return err
-			}
-			readyReplicas := func() (int32, error) {
-				var sum int32
-				if kind == tSTS {
-					l, err := kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
-					if err != nil {
-						return 0, err
-					}
-					for _, s := range l.Items {
-						sum += s.Status.ReadyReplicas
-					}
-					return sum, nil
-				}
-				l, err := fc.FlockV1alpha1().Flocks(ns).List(ctx, metav1.ListOptions{})
-				if err != nil {
-					return 0, err
-				}
-				for _, f := range l.Items {
-					sum += f.Status.ReadyReplicas
-				}
-				return sum, nil
-			}
-			var profiled chan error
-			if kind == "Flock" && rc.objects == 50 && *profile != "" {
-				profiled = make(chan error, 1)
-				go func() { profiled <- cpuProfile(ctx, c, 10, *profile) }()
-			}
-			t, err := timeToReady(ctx, kube, ns, rc.objects, rc.members, create, readyReplicas)
-			if profiled != nil {
-				if perr := <-profiled; perr != nil {
-					fmt.Fprintln(os.Stderr, "bench-e2e: no CPU profile:", perr)
-				}
-			}
-			if err != nil {
-				return nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
-			}
-			pods.Values[kind] = float64(t.pods.Milliseconds())
-			status.Values[kind] = float64(t.status.Milliseconds())
-		}
-		rows = append(rows, pods, status)
-		fmt.Fprintf(os.Stderr, "bench-e2e: %s done\n", rc.name)
-	}
-	return rows, nil
-}
-
-// timeToReady creates objects (16 at a time) and polls until every member
-// pod is Ready and the objects' readyReplicas add up.
-func timeToReady(ctx context.Context, kube kubernetes.Interface, ns string, objects int, members int32,
-	create func(i int) error, readyReplicas func() (int32, error)) (readyTimes, error) {
-	want := int32(objects) * members
-	start := time.Now()
-	if _, err := parallel(objects, 16, create); err != nil {
-		return readyTimes{}, err
-	}
-	var out readyTimes
-	deadline := start.Add(10 * time.Minute)
-	for out.pods == 0 || out.status == 0 {
-		if time.Now().After(deadline) {
-			return out, fmt.Errorf("not ready after 10 minutes (pods at %v, status at %v)", out.pods, out.status)
-		}
-		if out.pods == 0 {
-			l, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return out, err
-			}
-			var ready int32
-			for _, p := range l.Items {
-				for _, cond := range p.Status.Conditions {
-					if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil {
-						ready++
-					}
-				}
-			}
-			if ready == want {
-				out.pods = time.Since(start)
-			}
-		}
-		if out.status == 0 {
-			n, err := readyReplicas()
-			if err != nil {
-				return out, err
-			}
-			if n == want {
-				out.status = time.Since(start)
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return out, nil
-}
-
 // cpuProfile saves a CPU profile of flock-apiserver over seconds, taken
 // straight from its /debug/pprof as admin.
 func cpuProfile(ctx context.Context, c *cluster.Cluster, seconds int, path string) error {
@@ -684,7 +546,9 @@ func printTable(res *results) {
 	fmt.Printf("Flock bench-e2e, %s\nMachine: %s\n", res.Started.Format(time.RFC3339), res.Machine)
 	fmt.Printf("Client QPS %d (burst %d) for every target; Flock controller and kube-controller-manager both at --kube-api-qps=%d --kube-api-burst=%d.\n\n",
 		res.ClientQPS, 2*res.ClientQPS, res.ControllerQPS, 2*res.ControllerQPS)
-	fmt.Printf("| | %s |\n|---|---|---|---|---|\n", strings.Join(targetOrder, " | "))
+	if len(res.API) > 0 {
+		fmt.Printf("| | %s |\n|---|---|---|---|---|\n", strings.Join(targetOrder, " | "))
+	}
 	for _, r := range res.API {
 		cells := []string{r.Case + ", " + r.Unit}
 		for _, t := range targetOrder {
@@ -692,9 +556,11 @@ func printTable(res *results) {
 		}
 		fmt.Printf("| %s |\n", strings.Join(cells, " | "))
 	}
-	fmt.Printf("\n| create -> | StatefulSet | Flock (ratio: Flock/StatefulSet time) |\n|---|---|---|\n")
+	if len(res.Ready) > 0 {
+		fmt.Printf("\nMedians of %d runs, each run's ratio in brackets.\n\n| create -> | StatefulSet | Flock (ratio: Flock/StatefulSet time) |\n|---|---|---|\n", res.ReadyRuns)
+	}
 	for _, r := range res.Ready {
-		fmt.Printf("| %s, ms | %.0f | %.0f (%.2f) |\n", r.Case, r.Values[tSTS], r.Values["Flock"], r.Values["Flock"]/r.Values[tSTS])
+		fmt.Printf("| %s, ms | %.0f | %.0f (%.2f) %s |\n", r.Case, r.Values[tSTS], r.Values["Flock"], r.Values["Flock"]/r.Values[tSTS], runRatios(r))
 	}
 	fmt.Printf("\nPeak RSS (MiB):")
 	names := make([]string, 0, len(res.PeakRSSMiB))
@@ -724,4 +590,18 @@ func cell(r row, t, anchor string) string {
 		ratio = r.Values[anchor] / v
 	}
 	return fmt.Sprintf("%s (%.2f×)", s, ratio)
+}
+
+// runRatios formats each run's Flock/StatefulSet ratio of a readiness row:
+// "[0.91 1.02 0.97]" (empty with a single run).
+func runRatios(r row) string {
+	sts, fl := r.Samples[tSTS], r.Samples["Flock"]
+	if len(sts) < 2 || len(sts) != len(fl) {
+		return ""
+	}
+	out := make([]string, len(sts))
+	for i := range sts {
+		out[i] = fmt.Sprintf("%.2f", fl[i]/sts[i])
+	}
+	return "[" + strings.Join(out, " ") + "]"
 }
