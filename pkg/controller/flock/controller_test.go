@@ -150,11 +150,28 @@ func TestRunOverFakeClientsets(t *testing.T) {
 		c.Run(ctx, 2)
 	}()
 
-	// Play kubelet: bind and start every pod, until the Flock is Available.
-	// (The fake clientset sets no resourceVersions; the kubelet does, or
-	// the update would look like a resync.)
+	// Play kubelet: bind and start every pod, until the Flock is Available;
+	// and the PersistentVolume controller: bind every claim to the volume it
+	// names. (The fake clientset sets no resourceVersions; they do, or the
+	// update would look like a resync.)
 	rv := 100
 	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		claims, err := kubeClient.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for i := range claims.Items {
+			pvc := &claims.Items[i]
+			if pvc.Spec.VolumeName == "" || pvc.Status.Phase == corev1.ClaimBound {
+				continue
+			}
+			rv++
+			pvc.ResourceVersion = strconv.Itoa(rv)
+			pvc.Status.Phase = corev1.ClaimBound
+			if _, err := kubeClient.CoreV1().PersistentVolumeClaims(pvc.Namespace).UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+				return false, err
+			}
+		}
 		pods, err := kubeClient.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err

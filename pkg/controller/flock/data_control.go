@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 )
@@ -28,6 +29,10 @@ type DataControl interface {
 	CreateVolume(ctx context.Context, pv *corev1.PersistentVolume) error
 	// UpdateVolume updates pv (a copy the caller owns).
 	UpdateVolume(ctx context.Context, pv *corev1.PersistentVolume) error
+	// AnnotateVolume sets annotation key to value on pv by a patch that
+	// fails if the volume is not pv any more (another UID), so it does not
+	// conflict with the PersistentVolume controller's own writes.
+	AnnotateVolume(ctx context.Context, pv *corev1.PersistentVolume, key, value string) error
 	// DeleteVolume deletes pv on the precondition that its UID is still
 	// pv.UID; a volume already gone is no error.
 	DeleteVolume(ctx context.Context, pv *corev1.PersistentVolume) error
@@ -70,6 +75,12 @@ func (c *realDataControl) CreateVolume(ctx context.Context, pv *corev1.Persisten
 
 func (c *realDataControl) UpdateVolume(ctx context.Context, pv *corev1.PersistentVolume) error {
 	_, err := c.client.CoreV1().PersistentVolumes().Update(ctx, pv, metav1.UpdateOptions{FieldManager: FieldManager})
+	return err
+}
+
+func (c *realDataControl) AnnotateVolume(ctx context.Context, pv *corev1.PersistentVolume, key, value string) error {
+	_, err := c.client.CoreV1().PersistentVolumes().Patch(ctx, pv.Name, types.MergePatchType, annotationPatch(key, value, pv.UID),
+		metav1.PatchOptions{FieldManager: FieldManager})
 	return err
 }
 

@@ -63,12 +63,7 @@ func (d *dataSyncer) remove(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 			}
 			d.event(f, corev1.EventTypeNormal, "DataCleanupDone", "removed data directory %s of member %d on node %s", dir, ord, m.Node)
 		}
-		upd := pv.DeepCopy()
-		if upd.Annotations == nil {
-			upd.Annotations = map[string]string{}
-		}
-		upd.Annotations[AnnotationRemoved] = "true"
-		if err := d.data.UpdateVolume(ctx, upd); err != nil {
+		if err := d.data.AnnotateVolume(ctx, pv, AnnotationRemoved, "true"); err != nil {
 			return removeState{message: "recording the removal of " + dir}, fmt.Errorf("marking PersistentVolume %s removed: %w", pvName, err)
 		}
 		return removeState{message: fmt.Sprintf("data directory %s removed; deleting claim %s and PersistentVolume %s", dir, claimName, pvName)}, nil

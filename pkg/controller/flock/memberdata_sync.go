@@ -115,9 +115,15 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 		d.event(f, corev1.EventTypeNormal, "VolumeCreated", "created PersistentVolume %s for member %d on node %s (%s)",
 			pvName, ord, m.Node, MemberDataDir(d.dataRoot, f))
 		// Read again: when the cache is behind, the volume's event brings
-		// the next sync.
+		// the next sync; the helper that prepares the directory starts at
+		// once all the same (the volume that records the directory exists).
 		if pv, err = d.data.GetVolume(pvName); err != nil {
-			return waiting(pvName, "", "member %d: PersistentVolume %s created", ord, pvName), nil
+			_, st, err := d.runHelper(ctx, f, m, HelperPrepare, now)
+			st.volume = pvName
+			if st.blocked == nil {
+				st.blocked = &blockage{ReasonDataPreparing, fmt.Sprintf("member %d: PersistentVolume %s created", ord, pvName)}
+			}
+			return st, err
 		}
 	} else if err != nil {
 		return dataState{}, err
@@ -146,6 +152,31 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 		return d.replaceVolume(ctx, f, m, pv, "it is on node "+m.Node+", not on its volume's node")
 	}
 
+	// The directory is prepared while the volume and claim are bound: the
+	// helper needs neither. A claim of the member's name that is not its
+	// own blocks it first.
+	if claim, err := d.data.GetClaim(f.Namespace, claimName); err == nil {
+		if why := claimConflict(f, ord, claim); why != "" {
+			return conflicting(ord, why), nil
+		}
+	}
+	prepared := pv.Annotations[AnnotationPrepared] == "true"
+	var preparing dataState
+	if !prepared {
+		if preparing, err = d.prepare(ctx, f, m, pv, now); err != nil || preparing.ready {
+			prepared = preparing.ready
+		}
+		if err != nil {
+			return preparing, err
+		}
+	}
+
+	if !volumeSeen(pv) {
+		// A claim naming a volume the PersistentVolume controller has not
+		// seen yet waits for that controller's periodic resync to be
+		// bound; the volume's phase says it has been seen.
+		return waitingFor(preparing, waiting(pvName, "", "member %d waits for the PersistentVolume controller to take up volume %s", ord, pvName)), nil
+	}
 	st, claim, err := d.ensureClaim(ctx, f, ord, pvName)
 	if claim == nil || err != nil {
 		st.volume = pvName
@@ -162,11 +193,32 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 		}
 		d.event(f, corev1.EventTypeNormal, "VolumeReleased", "PersistentVolume %s of member %d is reserved for its new claim %s", pvName, ord, claimName)
 	}
-
-	if pv.Annotations[AnnotationPrepared] == "true" {
-		return dataState{ready: true, volume: pvName, claim: claimName}, nil
+	if !prepared {
+		return preparing, nil
 	}
-	return d.prepare(ctx, f, m, pv, now)
+	if claim.Status.Phase != corev1.ClaimBound || claim.Spec.VolumeName != pvName {
+		// The scheduler refuses a pod whose claim is not bound yet, and
+		// tries it again only after a backoff: the pod waits for the bind.
+		return waiting(pvName, claimName, "member %d waits for its claim %s to be bound to PersistentVolume %s", ord, claimName, pvName), nil
+	}
+	return dataState{ready: true, volume: pvName, claim: claimName}, nil
+}
+
+// volumeSeen reports whether the PersistentVolume controller has seen pv:
+// a new volume is Pending until it has.
+func volumeSeen(pv *corev1.PersistentVolume) bool {
+	return pv.Status.Phase != corev1.VolumePending
+}
+
+// waitingFor returns preparing, the state of a directory being prepared,
+// when it says why the member waits (a failed helper, with its retry), and
+// otherwise st.
+func waitingFor(preparing, st dataState) dataState {
+	if preparing.blocked != nil {
+		preparing.volume = st.volume
+		return preparing
+	}
+	return st
 }
 
 // ensureClaim creates member ord's claim when it is absent (asking for
@@ -251,12 +303,7 @@ func (d *dataSyncer) prepare(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.
 		}
 		return st, err
 	}
-	upd := pv.DeepCopy()
-	if upd.Annotations == nil {
-		upd.Annotations = map[string]string{}
-	}
-	upd.Annotations[AnnotationPrepared] = "true"
-	if err := d.data.UpdateVolume(ctx, upd); err != nil {
+	if err := d.data.AnnotateVolume(ctx, pv, AnnotationPrepared, "true"); err != nil {
 		return waiting(pv.Name, claimName, "recording that %s is prepared failed", dir), fmt.Errorf("marking PersistentVolume %s prepared: %w", pv.Name, err)
 	}
 	uid, gid := dataOwner(f)

@@ -27,12 +27,15 @@ var (
 )
 
 // fakeDataControl keeps PersistentVolumes and claims in maps; writes are
-// seen at once, deletes remove at once, and ops logs the writes.
+// seen at once, deletes remove at once, and ops logs the writes. Unless
+// unbound, it plays the PersistentVolume controller too, at once: a new
+// volume is Available, a new claim naming an existing volume is Bound.
 type fakeDataControl struct {
 	volumes map[string]*corev1.PersistentVolume
 	claims  map[string]*corev1.PersistentVolumeClaim
 	next    int
 	ops     []string
+	unbound bool
 }
 
 func newFakeDataControl() *fakeDataControl {
@@ -67,8 +70,27 @@ func (c *fakeDataControl) CreateVolume(_ context.Context, pv *corev1.PersistentV
 	}
 	pv = pv.DeepCopy()
 	pv.UID = c.uid()
+	pv.Status.Phase = corev1.VolumePending
+	if !c.unbound {
+		pv.Status.Phase = corev1.VolumeAvailable
+	}
 	c.volumes[pv.Name] = pv
 	c.ops = append(c.ops, "create pv "+pv.Name)
+	return nil
+}
+
+func (c *fakeDataControl) AnnotateVolume(_ context.Context, pv *corev1.PersistentVolume, key, value string) error {
+	old, ok := c.volumes[pv.Name]
+	if !ok || old.UID != pv.UID {
+		return apierrors.NewConflict(pvResource, pv.Name, fmt.Errorf("gone"))
+	}
+	upd := old.DeepCopy()
+	if upd.Annotations == nil {
+		upd.Annotations = map[string]string{}
+	}
+	upd.Annotations[key] = value
+	c.volumes[pv.Name] = upd
+	c.ops = append(c.ops, "annotate pv "+pv.Name)
 	return nil
 }
 
@@ -103,6 +125,10 @@ func (c *fakeDataControl) CreateClaim(_ context.Context, claim *corev1.Persisten
 	}
 	claim = claim.DeepCopy()
 	claim.UID = c.uid()
+	claim.Status.Phase = corev1.ClaimPending
+	if _, ok := c.volumes[claim.Spec.VolumeName]; ok && !c.unbound {
+		claim.Status.Phase = corev1.ClaimBound
+	}
 	c.claims[key] = claim
 	c.ops = append(c.ops, "create claim "+claim.Name)
 	return nil
@@ -213,12 +239,55 @@ func TestEnsureNodeLocalData(t *testing.T) {
 	if helpers, _ := d.pods.ListPods("flock-system", labels.Everything()); len(helpers) != 0 {
 		t.Error("a prepared directory is prepared again")
 	}
-	want := []string{"create pv " + pvName, "create claim data-pg-1", "update pv " + pvName}
+	want := []string{"create pv " + pvName, "create claim data-pg-1", "annotate pv " + pvName}
 	if strings.Join(d.data.ops, ",") != strings.Join(want, ",") {
 		t.Errorf("data writes %v, want %v", d.data.ops, want)
 	}
 	if !hasDataEvent(d.events, "DataPrepared", "owner 999:999, mode 770") {
 		t.Errorf("events %v", d.events)
+	}
+}
+
+// TestEnsureWaitsForTheVolumeController walks a member's data with a
+// PersistentVolume controller that is slow: the helper starts in the sync
+// that creates the volume; the claim is created only once the controller
+// has seen the volume (before that, a claim naming it would wait for the
+// controller's resync to be bound); the pod waits for the claim to be bound
+// (the scheduler backs off from a pod with an unbound claim).
+func TestEnsureWaitsForTheVolumeController(t *testing.T) {
+	d := newDataFixture(t)
+	d.data.unbound = true
+	fl := uidFlock("pg", 3)
+	m := v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}
+	pvName := PersistentVolumeName(fl.UID, 0)
+	claimKey := testNamespace + "/data-pg-0"
+
+	st := d.ensure(fl, m)
+	helpers, _ := d.pods.ListPods("flock-system", labels.Everything())
+	if st.ready || len(d.data.volumes) != 1 || len(d.data.claims) != 0 || len(helpers) != 1 {
+		t.Fatalf("sync 1: %+v, volumes %d, claims %d, helpers %d", st, len(d.data.volumes), len(d.data.claims), len(helpers))
+	}
+	// The helper finishes before the volume controller looks: the
+	// directory is recorded prepared, still no claim.
+	d.finishHelper(HelperPrepare, fl, 0, corev1.PodSucceeded)
+	st = d.ensure(fl, m)
+	if st.ready || len(d.data.claims) != 0 || d.data.volumes[pvName].Annotations[AnnotationPrepared] != "true" ||
+		!strings.Contains(st.blocked.Message, "PersistentVolume controller to take up volume "+pvName) {
+		t.Fatalf("sync 2: %+v (%v), claims %d, volume %+v", st, st.blocked, len(d.data.claims), d.data.volumes[pvName].Annotations)
+	}
+	d.data.volumes[pvName].Status.Phase = corev1.VolumeAvailable
+	st = d.ensure(fl, m)
+	claim := d.data.claims[claimKey]
+	if st.ready || claim == nil || claim.Spec.VolumeName != pvName || !strings.Contains(st.blocked.Message, "to be bound") {
+		t.Fatalf("sync 3: %+v (%v), claim %+v", st, st.blocked, claim)
+	}
+	claim.Status.Phase = corev1.ClaimBound
+	if st = d.ensure(fl, m); !st.ready || st.volume != pvName || st.claim != "data-pg-0" {
+		t.Fatalf("sync 4: %+v (%v)", st, st.blocked)
+	}
+	want := []string{"create pv " + pvName, "annotate pv " + pvName, "create claim data-pg-0"}
+	if strings.Join(d.data.ops, ",") != strings.Join(want, ",") {
+		t.Errorf("data writes %v, want %v", d.data.ops, want)
 	}
 }
 
@@ -354,7 +423,7 @@ func TestRemoveNodeLocalData(t *testing.T) {
 	d.finishHelper(HelperCleanup, fl, 2, corev1.PodSucceeded)
 	for i := 0; i < 5 && !remove().done; i++ {
 	}
-	want := []string{"update pv " + pvName, "delete claim data-pg-2", "delete pv " + pvName}
+	want := []string{"annotate pv " + pvName, "delete claim data-pg-2", "delete pv " + pvName}
 	if strings.Join(d.data.ops, ",") != strings.Join(want, ",") {
 		t.Errorf("data writes %v, want %v", d.data.ops, want)
 	}

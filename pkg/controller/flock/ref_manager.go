@@ -155,13 +155,18 @@ func releasePatch(owner, uid types.UID) []byte {
 // labelsPatch sets labels on the object with the given UID (the patch fails
 // if the object was replaced by a new one of the same name).
 func labelsPatch(labels map[string]string, uid types.UID) []byte {
-	var p struct {
-		Metadata struct {
-			Labels map[string]string `json:"labels"`
-			UID    types.UID         `json:"uid"`
-		} `json:"metadata"`
-	}
-	p.Metadata.Labels, p.Metadata.UID = labels, uid
-	b, _ := json.Marshal(&p)
+	return metadataPatch("labels", labels, uid)
+}
+
+// annotationPatch sets annotation key to value on the object with the
+// given UID, as labelsPatch does labels.
+func annotationPatch(key, value string, uid types.UID) []byte {
+	return metadataPatch("annotations", map[string]string{key: value}, uid)
+}
+
+// metadataPatch is a merge patch of metadata.<field> (labels or
+// annotations) with the object's UID as precondition.
+func metadataPatch(field string, values map[string]string, uid types.UID) []byte {
+	b, _ := json.Marshal(map[string]any{"metadata": map[string]any{field: values, "uid": uid}})
 	return b
 }
