@@ -43,6 +43,17 @@ func TestOrderedReadyCreatesOneMemberAtATime(t *testing.T) {
 	if !hasEvent(events, "Normal SuccessfulCreate", "Pod pg-0", "n-a") {
 		t.Errorf("no SuccessfulCreate event for pg-0 in %v", events)
 	}
+	// The members not reached yet have their data made ahead: a volume
+	// and claim each, and their directories prepared.
+	for ord := range int32(3) {
+		pv, err := f.data.GetVolume(PersistentVolumeName(f.getFlock("pg").UID, ord))
+		if err != nil || pv.Annotations[AnnotationPrepared] != "true" {
+			t.Errorf("member %d's volume: %v, %v", ord, pv, err)
+		}
+		if _, err := f.data.GetClaim(testNamespace, ClaimName(f.getFlock("pg"), ord)); err != nil {
+			t.Errorf("member %d's claim: %v", ord, err)
+		}
+	}
 
 	// Until pg-0 is Running and Ready nothing else happens.
 	f.mustSync("pg")

@@ -49,7 +49,7 @@ func (fc *defaultFlockControl) syncMembers(ctx context.Context, s *snapshot, pla
 			errs = append(errs, err)
 		}
 		if monotonic && (wait || err != nil) {
-			return utilerrors.NewAggregate(errs)
+			return utilerrors.NewAggregate(append(errs, fc.prepareAhead(ctx, s, ord+1)...))
 		}
 	}
 
@@ -67,6 +67,25 @@ func (fc *defaultFlockControl) syncMembers(ctx context.Context, s *snapshot, pla
 		logger.V(4).Info("Waiting for pod to terminate before scaling down further", "pod", klog.KObj(waiting))
 	}
 	return utilerrors.NewAggregate(errs)
+}
+
+// prepareAhead makes the data of the members from ordinal from up that an
+// OrderedReady Flock has not reached yet and that have no pod: their
+// volumes, claims and prepared directories are ready when their turn
+// comes, so each member waits only for the one before it, not for its own
+// data too. No pod is created.
+func (fc *defaultFlockControl) prepareAhead(ctx context.Context, s *snapshot, from int32) []error {
+	var errs []error
+	for ord := from; ord < replicasOf(s.flock); ord++ {
+		m, ok := s.members[ord]
+		if !ok || s.pods[ord] != nil || s.nameTaken[ord] {
+			continue
+		}
+		if _, err := fc.data.ensure(ctx, s.flock, m, s.nodes[m.Node], s.now); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // podDeletion is a pod a decision deletes.
