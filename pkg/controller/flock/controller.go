@@ -126,12 +126,22 @@ func newController(ctx context.Context, control FlockControl, flockInformer floc
 	return c, nil
 }
 
-// newWorkQueue returns the controller's rate-limited FIFO queue, named
-// "flock" for its metrics.
+// newWorkQueue returns the controller's rate-limited queue, named "flock"
+// for its metrics, in which namespaces take turns (namespaceRoundRobin).
 func newWorkQueue() workqueue.TypedRateLimitingInterface[string] {
+	const name = "flock"
 	return workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](),
-		workqueue.TypedRateLimitingQueueConfig[string]{Name: "flock"},
+		workqueue.TypedRateLimitingQueueConfig[string]{
+			Name: name,
+			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
+				Name: name,
+				Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{
+					Name:  name,
+					Queue: newNamespaceRoundRobin(),
+				}),
+			}),
+		},
 	)
 }
 
