@@ -265,7 +265,8 @@ func (w *workload) converged(ctx context.Context) error {
 				err := env.Flock.FlockV1alpha1().Flocks(w.ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: metav1.NewUIDPreconditions(string(uid))})
 				return fmt.Errorf("Flock %s (uid %s) is deleted again: its delete failed (now: %v)", name, uid, err)
 			}
-			return fmt.Errorf("Flock %s (uid %s) was deleted but is still there", name, uid)
+			return fmt.Errorf("Flock %s (uid %s) was deleted but is still there: finalizers %v, members %+v, conditions %+v",
+				name, uid, f.Finalizers, f.Status.Members, f.Status.Conditions)
 		}
 		if err := w.remnants(ctx, uid, name); err != nil {
 			return fmt.Errorf("deleted Flock %s (uid %s): %w", name, uid, err)
