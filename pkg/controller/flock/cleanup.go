@@ -1,19 +1,17 @@
-// File cleanup.go: data cleanup under the Delete retention policies: which members' data
-// goes and when, and when the data-cleanup finalizer may go.
+// File cleanup.go: data cleanup under the Delete retention policies: reads what
+// planCleanup (plan_cleanup.go) decides from, writes its plan, and says when the
+// data-cleanup finalizer may go.
 
 package flock
 
 import (
 	"context"
-	"fmt"
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 
@@ -70,47 +68,17 @@ func hasFinalizer(f *v1alpha1.Flock, name string) bool {
 // needs any more are deleted. Nothing is done for a Flock being deleted
 // that does not carry the finalizer. The helpers run in the server's
 // namespace, so a namespace being deleted does not stop them.
+//
+// It reads what the decision needs (retained volumes, the pods using the
+// claims), planCleanup decides, and it writes the plan.
 func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMember, pods map[int32]*corev1.Pod, nodes map[string]*corev1.Node, now time.Time) (cleanupOutcome, error) {
 	out := cleanupOutcome{pending: map[int32]bool{}, done: map[int32]string{}, messages: map[int32]string{}}
-	deleting := f.DeletionTimestamp != nil
-	if deleting && !hasFinalizer(f, v1alpha1.FinalizerDataCleanup) {
+	scope := cleanupScopeOf(f)
+	if !scope.active {
 		return out, nil
 	}
-	replicas := replicasOf(f)
-	retention := f.Spec.Storage.Retention
-	orphaning := deleting && hasFinalizer(f, metav1.FinalizerOrphanDependents)
-	cleanAll := deleting && retention.WhenDeleted == v1alpha1.DeleteRetentionPolicy && !orphaning
-	need := func(m v1alpha1.FlockMember) bool {
-		switch {
-		case orphaning:
-			return false
-		case cleanAll:
-			return true
-		}
-		return retention.WhenScaled == v1alpha1.DeleteRetentionPolicy && m.Ordinal >= replicas
-	}
-	if orphaning && wantsFinalizer(f) {
-		fc.event(f, corev1.EventTypeNormal, "DataCleanupSkipped",
-			"the Flock is deleted with orphaned dependents: its pods keep running, so their data is kept")
-	}
-	dir := MemberDataDir(fc.opts.DataRoot, f)
 	var errs []error
-
-	// While the Flock is deleted, its member pods go first.
-	if cleanAll {
-		for _, ord := range sortedOrdinals(pods) {
-			pod := pods[ord]
-			force := mustForceDelete(pod, nodes)
-			switch {
-			case isTerminating(pod) && force:
-				errs = append(errs, fc.deletePod(ctx, f, pod, "the Flock is deleted", true))
-			case !isTerminating(pod):
-				errs = append(errs, fc.deletePod(ctx, f, pod, "the Flock is deleted; its data is removed next", force))
-			}
-		}
-	}
-
-	if cleanAll && !usesClaimTemplate(f) {
+	if scope.all && !usesClaimTemplate(f) {
 		// Members a scale down left with their data (whenScaled: Retain)
 		// are no longer in status; their volumes say where they were.
 		vols, err := fc.data.data.ListVolumes(labels.SelectorFromSet(labels.Set{LabelFlockUID: string(f.UID)}))
@@ -119,28 +87,24 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 		}
 		members = withRetainedMembers(f, members, vols, nodes)
 	}
-	for _, m := range sortedMembers(members) {
-		if !need(m) {
-			continue
-		}
+	users, err := fc.claimUsers(f, cleanupTargets(f, scope, members), pods)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	plan := planCleanup(cleanupInput{flock: f, members: members, pods: pods, nodes: nodes, claimUsers: users,
+		dataDir: MemberDataDir(fc.opts.DataRoot, f)})
+
+	if plan.orphaned {
+		fc.event(f, corev1.EventTypeNormal, "DataCleanupSkipped",
+			"the Flock is deleted with orphaned dependents: its pods keep running, so their data is kept")
+	}
+	// While the Flock is deleted, its member pods go first.
+	for _, d := range plan.deletions {
+		errs = append(errs, fc.deletePod(ctx, f, d.pod, d.why, d.force))
+	}
+	out.pending, out.messages = plan.pending, plan.messages
+	for _, m := range plan.remove {
 		ord := m.Ordinal
-		out.pending[ord] = true
-		if pod := pods[ord]; pod != nil {
-			out.messages[ord] = fmt.Sprintf("data directory %s on node %s is removed once pod %s is gone", dir, m.Node, pod.Name)
-			continue
-		}
-		// Any other pod still using the claim (a member pod orphaned or
-		// released, say) is waited for.
-		users, err := fc.podsUsingClaim(f, ClaimName(f, ord))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if len(users) > 0 {
-			out.messages[ord] = fmt.Sprintf("data directory %s on node %s is removed once pod %s, which uses it, is gone",
-				dir, m.Node, strings.Join(users, ", "))
-			continue
-		}
 		st, err := fc.data.remove(ctx, f, m, nodes[m.Node], now)
 		if err != nil {
 			errs = append(errs, err)
@@ -156,18 +120,9 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 		}
 	}
 
-	// Helpers no step needs: prepare helpers of members that are not
-	// starting; cleanup helpers of members not being cleaned up, except
-	// those of members scaled back up (the member waits for the helper,
-	// then gets fresh data and deletes it).
-	errs = append(errs, fc.data.sweepHelpers(ctx, f, func(job string, ord int32) bool {
-		starting := !deleting && ord < replicas && pods[ord] == nil
-		if job == HelperCleanup {
-			return out.pending[ord] || starting
-		}
-		return starting
-	}))
-	out.complete = deleting && len(out.pending) == 0
+	// Helpers no step needs any more go.
+	errs = append(errs, fc.data.sweepHelpers(ctx, f, helperNeeded(f, pods, out.pending)))
+	out.complete = f.DeletionTimestamp != nil && len(out.pending) == 0
 	if len(out.pending) > 0 && out.requeue == 0 {
 		// The helper pods' events bring the next sync; should one be lost
 		// (the fault suite saw a deletion held after kube's etcd
@@ -177,25 +132,37 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 	return out, utilerrors.NewAggregate(errs)
 }
 
-// podsUsingClaim returns the names of the pods in f's namespace that mount
-// the claim and have not terminated.
-func (fc *defaultFlockControl) podsUsingClaim(f *v1alpha1.Flock, claim string) ([]string, error) {
-	pods, err := fc.members.ListPods(f.Namespace, labels.Everything())
+// claimUsers returns, by claim name, the pods of f's namespace that mount
+// the claim of a target without a pod of its own and have not terminated
+// (sorted). It lists pods only when there is such a target.
+func (fc *defaultFlockControl) claimUsers(f *v1alpha1.Flock, targets []v1alpha1.FlockMember, pods map[int32]*corev1.Pod) (map[string][]string, error) {
+	claims := map[string]bool{}
+	for _, m := range targets {
+		if pods[m.Ordinal] == nil {
+			claims[ClaimName(f, m.Ordinal)] = true
+		}
+	}
+	users := map[string][]string{}
+	if len(claims) == 0 {
+		return users, nil
+	}
+	all, err := fc.members.ListPods(f.Namespace, labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	var users []string
-	for _, pod := range pods {
+	for _, pod := range all {
 		if isTerminal(pod) {
 			continue
 		}
-		if slices.ContainsFunc(pod.Spec.Volumes, func(v corev1.Volume) bool {
-			return v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ClaimName == claim
-		}) {
-			users = append(users, pod.Name)
+		for _, v := range pod.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil && claims[v.PersistentVolumeClaim.ClaimName] && !slices.Contains(users[v.PersistentVolumeClaim.ClaimName], pod.Name) {
+				users[v.PersistentVolumeClaim.ClaimName] = append(users[v.PersistentVolumeClaim.ClaimName], pod.Name)
+			}
 		}
 	}
-	slices.Sort(users)
+	for _, names := range users {
+		slices.Sort(names)
+	}
 	return users, nil
 }
 

@@ -166,13 +166,7 @@ func TestPlanScaleDown(t *testing.T) {
 	ordered := newFlock("pg", 1)
 	parallel := ordered.DeepCopy()
 	parallel.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
-	pod := func(f *v1alpha1.Flock, ord int32, node string, terminating bool) *corev1.Pod {
-		p := testPod(f, ord, node, true, nil)
-		if terminating {
-			p.DeletionTimestamp = &metav1.Time{Time: decisionNow}
-		}
-		return p
-	}
+	pod := testMemberPod
 	type del struct {
 		name    string
 		force   bool

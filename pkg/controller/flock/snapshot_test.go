@@ -67,6 +67,16 @@ func testPod(f *v1alpha1.Flock, ordinal int32, node string, owned bool, labels m
 	return pod
 }
 
+// testMemberPod is testPod controlled by f, terminating (since
+// decisionNow) when terminating is set.
+func testMemberPod(f *v1alpha1.Flock, ordinal int32, node string, terminating bool) *corev1.Pod {
+	p := testPod(f, ordinal, node, true, nil)
+	if terminating {
+		p.DeletionTimestamp = &metav1.Time{Time: decisionNow}
+	}
+	return p
+}
+
 // withDataVolume gives pod the data volume of its member of f.
 func withDataVolume(f *v1alpha1.Flock, pod *corev1.Pod) *corev1.Pod {
 	ord, _ := ParseOrdinal(f.Name, pod.Name)
