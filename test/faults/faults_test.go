@@ -9,7 +9,10 @@ package faults
 import (
 	"context"
 	"fmt"
+	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -77,6 +80,24 @@ func TestFaults(t *testing.T) {
 		{"overlap: SIGKILL kube-apiserver + kube-controller-manager + node NotReady", overlap(partitionNode, killNamed("kube-controller-manager"), killNamed("kube-apiserver"))},
 		{"overlap: SIGKILL flock-apiserver (behind the APIService) + flock's etcd", overlap(killMainFlock,
 			killComponent(func() *cluster.Process { return pair.Etcd.Process }, func(p *cluster.Process) { pair.Etcd.Process = p }))},
+	}
+	if only := os.Getenv("FLOCK_FAULTS"); only != "" {
+		// FLOCK_FAULTS=regexp runs only the faults whose names match (to
+		// chase one fault); FLOCK_FAULTS_REPEAT=n runs each n times.
+		re, err := regexp.Compile(only)
+		if err != nil {
+			t.Fatalf("FLOCK_FAULTS: %v", err)
+		}
+		faults = slices.DeleteFunc(faults, func(f fault) bool { return !re.MatchString(f.name) })
+	}
+	if n, _ := strconv.Atoi(os.Getenv("FLOCK_FAULTS_REPEAT")); n > 1 {
+		var repeated []fault
+		for _, f := range faults {
+			for range n {
+				repeated = append(repeated, f)
+			}
+		}
+		faults = repeated
 	}
 	var report []string
 	for _, f := range faults {
