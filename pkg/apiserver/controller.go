@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,7 +84,7 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 	}
 	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, controllerResync,
 		kubeinformers.WithTransform(flockcontroller.CacheTransform))
-	broadcast := record.NewBroadcaster(record.WithContext(ctx))
+	broadcast := newEventBroadcaster(ctx)
 	recorder := broadcast.NewRecorder(flockscheme.Scheme, corev1.EventSource{Component: "flock-controller"})
 	c, err := flockcontroller.NewController(ctx, kubeClient, flockClient,
 		flockFactory.Flock().V1alpha1().Flocks(),
@@ -103,6 +104,27 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 		return nil, err
 	}
 	return &embeddedController{config: cfg, controller: c, budgets: budgets, kubeClient: kubeClient, informers: kubeFactory, recorder: recorder, broadcast: broadcast}, nil
+}
+
+// newEventBroadcaster is the controllers' event broadcaster, with
+// eventSpamKey as its spam filter's key.
+func newEventBroadcaster(ctx context.Context) record.EventBroadcaster {
+	return record.NewBroadcaster(record.WithContext(ctx),
+		record.WithCorrelatorOptions(record.CorrelatorOptions{SpamKeyFunc: eventSpamKey}))
+}
+
+// eventSpamKey is the key of the event recorder's spam filter: the
+// involved object AND the reason. client-go's default keys by the object
+// alone, so all of a Flock's events share one bucket of 25 that refills one
+// event per 5 minutes; a Flock makes several events per member (volume,
+// claim, helper, pod), so a bigger Flock or a few scale steps used up the
+// bucket and later events (DataCleanupDone, MemberMoved) were dropped
+// silently. Per reason, a chatty reason can still not flood the cluster
+// (the correlator aggregates repeats of one reason as before), and a rare
+// one is always told.
+func eventSpamKey(e *corev1.Event) string {
+	o := e.InvolvedObject
+	return strings.Join([]string{e.Source.Component, e.Source.Host, o.Kind, o.Namespace, o.Name, string(o.UID), o.APIVersion, e.Reason}, "")
 }
 
 // readyz fails until the controller's informers have synced.
