@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	flockcontroller "flock.dev/flock/pkg/controller/flock"
 	"flock.dev/flock/test/cluster"
@@ -375,7 +376,10 @@ func partitionNode(t *testing.T, ctx context.Context) func(ctx context.Context) 
 		var err error
 		for range 30 {
 			if err = setNotReady(ctx, node, false); err == nil {
-				return env.WaitNodeReady(ctx, node)
+				if err := env.WaitNodeReady(ctx, node); err != nil {
+					return err
+				}
+				return resumePodReadiness(ctx, node)
 			}
 			sleepCtx(ctx, time.Second)
 		}
@@ -392,4 +396,51 @@ func setNotReady(ctx context.Context, node string, notReady bool) error {
 	_, err := env.Kube.CoreV1().Nodes().Patch(ctx, node, types.MergePatchType,
 		fmt.Appendf(nil, `{"metadata":{"labels":{%q:%s}}}`, cluster.NodeNotReadyLabel, value), metav1.PatchOptions{})
 	return err
+}
+
+// resumePodReadiness does what a kubelet does when its node is back: it
+// reports its running pods' readiness again. While the node was NotReady
+// kube-controller-manager set their Ready condition False (ContainersReady
+// stays True); kwok's stages make pods Ready only once, when they start, so
+// without this a member that ran through the partition would stay
+// unavailable for good — a gap of the fake node, not of the product.
+func resumePodReadiness(ctx context.Context, node string) error {
+	pods, err := env.Kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		ns, name := pods.Items[i].Namespace, pods.Items[i].Name
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			pod, err := env.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if pod.DeletionTimestamp != nil || pod.Status.Phase != corev1.PodRunning ||
+				podCondition(pod, corev1.ContainersReady) != corev1.ConditionTrue || podCondition(pod, corev1.PodReady) == corev1.ConditionTrue {
+				return nil
+			}
+			for j := range pod.Status.Conditions {
+				if c := &pod.Status.Conditions[j]; c.Type == corev1.PodReady {
+					c.Status, c.Reason, c.Message, c.LastTransitionTime = corev1.ConditionTrue, "", "", metav1.Now()
+				}
+			}
+			_, err = env.Kube.CoreV1().Pods(ns).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reporting pod %s/%s Ready again: %w", ns, name, err)
+		}
+	}
+	return nil
+}
+
+// podCondition is the status of pod's condition t ("" when absent).
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) corev1.ConditionStatus {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
 }
