@@ -91,16 +91,7 @@ func TestKubectlFlockMove(t *testing.T) {
 	addNode(t, outside, nil, nil)
 
 	f := createPooledAvailable(t, "web", ns, 3, pool)
-	used := map[string]bool{}
-	for _, m := range f.Status.Members {
-		used[m.Node] = true
-	}
-	var free string
-	for n := range nodes {
-		if !used[n] {
-			free = n
-		}
-	}
+	free := freeNode(f, nodes)
 	from := f.Status.Members[1].Node
 	uids := map[string]string{}
 	pods, err := env.Kube.CoreV1().Pods(ns).List(ctxFor(t), metav1.ListOptions{})
@@ -226,16 +217,7 @@ func TestFlockMoveDeleteRetention(t *testing.T) {
 	f.Spec.Storage.Retention.WhenScaled = flockv1alpha1.DeleteRetentionPolicy
 	createFlock(t, f)
 	f = waitFlockAvailable(t, ns, "web")
-	used := map[string]bool{}
-	for _, m := range f.Status.Members {
-		used[m.Node] = true
-	}
-	var free string
-	for n := range nodes {
-		if !used[n] {
-			free = n
-		}
-	}
+	free := freeNode(f, nodes)
 	from := f.Status.Members[1].Node
 	if _, err := env.Flock.FlockV1alpha1().Flocks(ns).Move(ctxFor(t), "web", &flockv1alpha1.FlockMove{Ordinal: 1, Node: free}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("move: %v", err)
@@ -360,16 +342,7 @@ func TestFlockMoveSurvivesRestart(t *testing.T) {
 		f = got
 		return nil
 	})
-	used := map[string]bool{}
-	for _, m := range f.Status.Members {
-		used[m.Node] = true
-	}
-	var free string
-	for n := range nodes {
-		if !used[n] {
-			free = n
-		}
-	}
+	free := freeNode(f, nodes)
 	from := f.Status.Members[1].Node
 	if _, err := env.Flock.FlockV1alpha1().Flocks(ns).Move(ctxFor(t), "web", &flockv1alpha1.FlockMove{Ordinal: 1, Node: free}, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("move: %v", err)
@@ -406,4 +379,18 @@ func TestFlockMoveSurvivesRestart(t *testing.T) {
 	})
 	msg := lcWaitEvent(t, ns, "web", "MemberMoved", fmt.Sprintf("member 1 (pod web-1) moved from node %s to node %s", from, free))
 	t.Logf("restarted at %s; %s", restarted.Format(time.RFC3339), msg)
+}
+
+// freeNode is a node of nodes that holds no member of f.
+func freeNode[V any](f *flockv1alpha1.Flock, nodes map[string]V) string {
+	used := map[string]bool{}
+	for _, m := range f.Status.Members {
+		used[m.Node] = true
+	}
+	for n := range nodes {
+		if !used[n] {
+			return n
+		}
+	}
+	return ""
 }
