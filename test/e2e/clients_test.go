@@ -197,7 +197,7 @@ func checkFlockSchemas(t *testing.T, defs map[string]map[string]any, refPrefix s
 		}
 	}
 	slices.Sort(flockTypes)
-	wantTypes := []string{"Flock", "FlockDisruptionBudget", "FlockList", "FlockMember", "FlockPlacement", "FlockSpec", "FlockStatus", "FlockStorage",
+	wantTypes := []string{"Flock", "FlockDisruptionBudget", "FlockList", "FlockMember", "FlockMemberMove", "FlockMove", "FlockPlacement", "FlockSpec", "FlockStatus", "FlockStorage",
 		"FlockUpdateStrategy", "MemberRecovery", "RetentionPolicy", "RollingUpdateFlockStrategy"}
 	if !slices.Equal(flockTypes, wantTypes) {
 		t.Errorf("Flock types = %v, want %v", flockTypes, wantTypes)
