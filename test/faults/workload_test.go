@@ -300,6 +300,13 @@ func (w *workload) remnants(ctx context.Context, uid types.UID, name string) err
 	if len(claims.Items) > 0 {
 		return fmt.Errorf("%d claims left, e.g. %s", len(claims.Items), claims.Items[0].Name)
 	}
+	helpers, err := env.Kube.CoreV1().Pods(flockcontroller.DefaultHelperNamespace).List(ctx, byUID)
+	if err != nil {
+		return err
+	}
+	if len(helpers.Items) > 0 {
+		return fmt.Errorf("%d data helper pods left, e.g. %s/%s", len(helpers.Items), helpers.Items[0].Namespace, helpers.Items[0].Name)
+	}
 	pvs, err := env.Kube.CoreV1().PersistentVolumes().List(ctx, byUID)
 	if err != nil {
 		return err

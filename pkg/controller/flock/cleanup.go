@@ -80,8 +80,11 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 	var errs []error
 	if scope.all && !usesClaimTemplate(f) {
 		// Members a scale down left with their data (whenScaled: Retain)
-		// are no longer in status; their volumes say where they were.
-		vols, err := fc.data.data.ListVolumes(labels.SelectorFromSet(labels.Set{LabelFlockUID: string(f.UID)}))
+		// are no longer in status; their volumes say where they were. They
+		// are listed from the API server: a volume made just before the
+		// deletion may not be in the cache yet (the fault suite saw one
+		// left behind after kube-apiserver restarted).
+		vols, err := fc.data.data.ListVolumesLive(ctx, labels.SelectorFromSet(labels.Set{LabelFlockUID: string(f.UID)}))
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -120,9 +123,17 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 		}
 	}
 
-	// Helpers no step needs any more go.
+	// Helpers no step needs any more go; before the finalizer goes, they
+	// are listed from the API server (deleteHelpers' live).
 	errs = append(errs, fc.data.sweepHelpers(ctx, f, helperNeeded(f, pods, out.pending)))
-	out.complete = f.DeletionTimestamp != nil && len(out.pending) == 0
+	// Any error (a volume list that failed among them) keeps the finalizer.
+	out.complete = f.DeletionTimestamp != nil && len(out.pending) == 0 && utilerrors.NewAggregate(errs) == nil
+	if out.complete {
+		if err := fc.data.deleteHelpers(ctx, f, -1, "", true); err != nil {
+			errs = append(errs, err)
+			out.complete = false
+		}
+	}
 	if len(out.pending) > 0 && out.requeue == 0 {
 		// The helper pods' events bring the next sync; should one be lost
 		// (the fault suite saw a deletion held after kube's etcd

@@ -1,6 +1,7 @@
 package flock
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -283,6 +284,52 @@ func TestDeleteWithDeleteRetentionRemovesDataThenReleasesTheFlock(t *testing.T) 
 	}
 	if len(f.helpers("pg")) != 0 || len(f.data.volumes) != 0 || len(f.data.claims) != 0 {
 		t.Errorf("left: helpers %v, volumes %v, claims %v", f.helpers("pg"), f.data.volumes, f.data.claims)
+	}
+}
+
+// A Flock deleted right after a sync made its member's volume, claim and
+// prepare helper, while the caches have not seen them yet (the fault suite
+// found the volume left after kube-apiserver restarted): the removal reads
+// the API server before it lets the Flock go, and nothing is left.
+func TestDeleteRemovesDataTheCacheHasNotSeen(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b")
+	f.members.instantPrepare = false
+	f.createFlock(withRetention(newFlock("pg", 2), v1alpha1.DeleteRetentionPolicy, v1alpha1.DeleteRetentionPolicy))
+	f.mustSync("pg")
+	helpers := f.helpers("pg")
+	if len(f.data.volumes) != 2 || len(helpers) != 2 {
+		t.Fatalf("after the first sync: volumes %v, helpers %v; want the two members' volumes and prepare helpers", f.data.volumes, helpers)
+	}
+	f.data.hide()
+	for _, h := range helpers {
+		if err := f.members.pods.Delete(h); err != nil {
+			t.Fatal(err)
+		}
+		f.members.uncachedPods = append(f.members.uncachedPods, h)
+	}
+
+	f.deleteFlock("pg")
+	for i := 0; i < 20 && f.flockExists("pg"); i++ {
+		f.mustSync("pg")
+		f.runPods()
+		f.finishTerminating()
+	}
+	if f.flockExists("pg") {
+		t.Fatalf("the Flock is still held: %+v", f.getFlock("pg").Status)
+	}
+	var left []string
+	for _, m := range []map[string]*corev1.PersistentVolume{f.data.volumes, f.data.uncachedVolumes} {
+		left = slices.AppendSeq(left, maps.Keys(m))
+	}
+	for _, m := range []map[string]*corev1.PersistentVolumeClaim{f.data.claims, f.data.uncachedClaims} {
+		left = slices.AppendSeq(left, maps.Keys(m))
+	}
+	for _, p := range f.members.uncachedPods {
+		left = append(left, p.Name)
+	}
+	left = slices.AppendSeq(left, maps.Keys(f.helpers("pg")))
+	if len(left) != 0 {
+		t.Errorf("left behind: %v", left)
 	}
 }
 

@@ -36,6 +36,11 @@ type DataControl interface {
 	// DeleteVolume deletes pv on the precondition that its UID is still
 	// pv.UID; a volume already gone is no error.
 	DeleteVolume(ctx context.Context, pv *corev1.PersistentVolume) error
+	// GetVolumeLive and ListVolumesLive read from the API server, not the
+	// cache: for the decision that a member's data is gone, which a cache
+	// behind a volume created just before must not make alone.
+	GetVolumeLive(ctx context.Context, name string) (*corev1.PersistentVolume, error)
+	ListVolumesLive(ctx context.Context, selector labels.Selector) ([]*corev1.PersistentVolume, error)
 
 	// GetClaim returns a PersistentVolumeClaim from the cache.
 	GetClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error)
@@ -44,6 +49,8 @@ type DataControl interface {
 	// DeleteClaim deletes claim on the precondition that its UID is still
 	// claim.UID; a claim already gone is no error.
 	DeleteClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error
+	// GetClaimLive reads a claim from the API server (as GetVolumeLive).
+	GetClaimLive(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error)
 }
 
 // NewDataControl returns the DataControl that writes through client and
@@ -91,6 +98,26 @@ func (c *realDataControl) DeleteVolume(ctx context.Context, pv *corev1.Persisten
 		return nil
 	}
 	return err
+}
+
+func (c *realDataControl) GetVolumeLive(ctx context.Context, name string) (*corev1.PersistentVolume, error) {
+	return c.client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+}
+
+func (c *realDataControl) ListVolumesLive(ctx context.Context, selector labels.Selector) ([]*corev1.PersistentVolume, error) {
+	list, err := c.client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.PersistentVolume, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
+}
+
+func (c *realDataControl) GetClaimLive(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	return c.client.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
 func (c *realDataControl) GetClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {

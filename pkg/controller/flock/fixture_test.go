@@ -68,6 +68,9 @@ type fakeMemberControl struct {
 	instantPrepare bool
 	failures       map[string]*injector
 	calls          map[string]int
+	// uncachedPods are in the API server but not in the cache: only
+	// ListPodsLive sees them.
+	uncachedPods []*corev1.Pod
 	nextUID        int
 	// ops logs the successful pod writes: "create <pod> <revision>",
 	// "delete <pod>", "force-delete <pod>".
@@ -116,6 +119,31 @@ func (c *fakeMemberControl) ListPods(namespace string, selector labels.Selector)
 	return listMatching[*corev1.Pod](c.pods, namespace, selector), nil
 }
 
+// ListPodsLive is ListPods plus the pods in uncachedPods (in the API
+// server, not yet in the cache).
+func (c *fakeMemberControl) ListPodsLive(_ context.Context, namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
+	out := listMatching[*corev1.Pod](c.pods, namespace, selector)
+	for _, p := range c.uncachedPods {
+		if p.Namespace == namespace && selector.Matches(labels.Set(p.Labels)) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// deleteUncached deletes pod from uncachedPods (logging op), reporting
+// whether it was there.
+func (c *fakeMemberControl) deleteUncached(pod *corev1.Pod, op string) bool {
+	for i, p := range c.uncachedPods {
+		if p.Namespace == pod.Namespace && p.Name == pod.Name && p.UID == pod.UID {
+			c.uncachedPods = slices.Delete(c.uncachedPods, i, i+1)
+			c.ops = append(c.ops, op+pod.Name)
+			return true
+		}
+	}
+	return false
+}
+
 func (c *fakeMemberControl) CreatePod(_ context.Context, pod *corev1.Pod) error {
 	if err := c.fail("CreatePod"); err != nil {
 		return err
@@ -153,6 +181,9 @@ func (c *fakeMemberControl) DeletePod(_ context.Context, pod *corev1.Pod) error 
 	if err := c.fail("DeletePod"); err != nil {
 		return err
 	}
+	if c.deleteUncached(pod, "delete ") {
+		return nil
+	}
 	old, err := c.getPod(pod.Namespace, pod.Name)
 	if apierrors.IsNotFound(err) {
 		return nil
@@ -178,6 +209,9 @@ func (c *fakeMemberControl) DeletePod(_ context.Context, pod *corev1.Pod) error 
 func (c *fakeMemberControl) ForceDeletePod(_ context.Context, pod *corev1.Pod) error {
 	if err := c.fail("ForceDeletePod"); err != nil {
 		return err
+	}
+	if c.deleteUncached(pod, "force-delete ") {
+		return nil
 	}
 	old, err := c.getPod(pod.Namespace, pod.Name)
 	if apierrors.IsNotFound(err) {

@@ -26,6 +26,9 @@ type MemberControl interface {
 	// ListPods returns the pods in namespace that selector matches, from
 	// the cache.
 	ListPods(namespace string, selector labels.Selector) ([]*corev1.Pod, error)
+	// ListPodsLive lists them from the API server, not the cache (for
+	// helper pods that must not be left behind).
+	ListPodsLive(ctx context.Context, namespace string, selector labels.Selector) ([]*corev1.Pod, error)
 	// CreatePod creates pod.
 	CreatePod(ctx context.Context, pod *corev1.Pod) error
 	// UpdatePod updates pod (a copy the caller owns).
@@ -71,6 +74,18 @@ func (c *realMemberControl) GetPod(namespace, name string) (*corev1.Pod, error) 
 
 func (c *realMemberControl) ListPods(namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
 	return c.podLister.Pods(namespace).List(selector)
+}
+
+func (c *realMemberControl) ListPodsLive(ctx context.Context, namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
+	list, err := c.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.Pod, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out, nil
 }
 
 func (c *realMemberControl) CreatePod(ctx context.Context, pod *corev1.Pod) error {

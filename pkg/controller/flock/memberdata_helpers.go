@@ -66,13 +66,18 @@ func (d *dataSyncer) runHelper(ctx context.Context, f *v1alpha1.Flock, m v1alpha
 
 // deleteHelpers deletes the helper pods of Flock f (by UID) for ordinal
 // (any when ordinal < 0) and job (any when ""), at once when their node is
-// gone.
-func (d *dataSyncer) deleteHelpers(ctx context.Context, f *v1alpha1.Flock, ordinal int32, job string) error {
+// gone. live lists them from the API server (the last look before nothing
+// of a member may be left), not the cache.
+func (d *dataSyncer) deleteHelpers(ctx context.Context, f *v1alpha1.Flock, ordinal int32, job string, live bool) error {
 	sel := labels.Set{LabelFlockUID: string(f.UID)}
 	if job != "" {
 		sel[LabelHelper] = job
 	}
-	helpers, err := d.pods.ListPods(d.helperNamespace, labels.SelectorFromSet(sel))
+	list := d.pods.ListPods
+	if live {
+		list = func(ns string, s labels.Selector) ([]*corev1.Pod, error) { return d.pods.ListPodsLive(ctx, ns, s) }
+	}
+	helpers, err := list(d.helperNamespace, labels.SelectorFromSet(sel))
 	if err != nil {
 		return err
 	}

@@ -36,9 +36,16 @@ func (d *dataSyncer) remove(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 	pvName := PersistentVolumeName(f.UID, ord)
 	dir := MemberDataDir(d.dataRoot, f)
 
+	// What the cache says is gone is read again from the API server: a
+	// volume, claim or helper pod made by a sync just before the removal
+	// began may not be in the cache yet, and would be left for good once
+	// the member leaves status.
 	var pv *corev1.PersistentVolume
 	if !usesClaimTemplate(f) {
 		got, err := d.data.GetVolume(pvName)
+		if apierrors.IsNotFound(err) {
+			got, err = d.data.GetVolumeLive(ctx, pvName)
+		}
 		switch {
 		case err == nil && volumeConflict(f, ord, got) == "":
 			pv = got
@@ -71,6 +78,9 @@ func (d *dataSyncer) remove(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 
 	// 2. The claim.
 	claim, err := d.data.GetClaim(f.Namespace, claimName)
+	if apierrors.IsNotFound(err) {
+		claim, err = d.data.GetClaimLive(ctx, f.Namespace, claimName)
+	}
 	switch {
 	case err == nil && claimConflict(f, ord, claim) == "":
 		if claim.DeletionTimestamp == nil {
@@ -94,5 +104,8 @@ func (d *dataSyncer) remove(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 		}
 		return removeState{message: fmt.Sprintf("waiting for PersistentVolume %s to be deleted", pvName)}, nil
 	}
-	return removeState{done: true}, d.deleteHelpers(ctx, f, ord, "")
+	if err := d.deleteHelpers(ctx, f, ord, "", true); err != nil {
+		return removeState{message: "deleting helper pods"}, err
+	}
+	return removeState{done: true}, nil
 }

@@ -97,7 +97,7 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 				return st, err
 			}
 		}
-		return waiting("", "", "member %d: its data directory was removed; fresh data is made", ord), d.deleteHelpers(ctx, f, ord, HelperCleanup)
+		return waiting("", "", "member %d: its data directory was removed; fresh data is made", ord), d.deleteHelpers(ctx, f, ord, HelperCleanup, false)
 	} else if !apierrors.IsNotFound(err) {
 		return dataState{}, err
 	}
@@ -309,5 +309,5 @@ func (d *dataSyncer) prepare(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.
 	uid, gid := dataOwner(f)
 	d.event(f, corev1.EventTypeNormal, "DataPrepared", "prepared data directory %s of member %d on node %s (owner %d:%d, mode %o)",
 		dir, ord, m.Node, uid, gid, storageMode(f))
-	return dataState{ready: true, volume: pv.Name, claim: claimName}, d.deleteHelpers(ctx, f, ord, HelperPrepare)
+	return dataState{ready: true, volume: pv.Name, claim: claimName}, d.deleteHelpers(ctx, f, ord, HelperPrepare, false)
 }

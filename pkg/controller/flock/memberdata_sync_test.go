@@ -33,13 +33,55 @@ var (
 type fakeDataControl struct {
 	volumes map[string]*corev1.PersistentVolume
 	claims  map[string]*corev1.PersistentVolumeClaim
-	next    int
-	ops     []string
-	unbound bool
+	// uncachedVolumes and uncachedClaims are in the API server but not yet
+	// in the cache: only the Live reads see them; a delete removes them.
+	uncachedVolumes map[string]*corev1.PersistentVolume
+	uncachedClaims  map[string]*corev1.PersistentVolumeClaim
+	next            int
+	ops             []string
+	unbound         bool
 }
 
 func newFakeDataControl() *fakeDataControl {
-	return &fakeDataControl{volumes: map[string]*corev1.PersistentVolume{}, claims: map[string]*corev1.PersistentVolumeClaim{}}
+	return &fakeDataControl{volumes: map[string]*corev1.PersistentVolume{}, claims: map[string]*corev1.PersistentVolumeClaim{},
+		uncachedVolumes: map[string]*corev1.PersistentVolume{}, uncachedClaims: map[string]*corev1.PersistentVolumeClaim{}}
+}
+
+// hide moves every volume and claim out of the cache (the API server still
+// has them), as a cache behind the writes of the last syncs would be.
+func (c *fakeDataControl) hide() {
+	for k, v := range c.volumes {
+		c.uncachedVolumes[k] = v
+	}
+	for k, v := range c.claims {
+		c.uncachedClaims[k] = v
+	}
+	clear(c.volumes)
+	clear(c.claims)
+}
+
+func (c *fakeDataControl) GetVolumeLive(_ context.Context, name string) (*corev1.PersistentVolume, error) {
+	if pv, ok := c.uncachedVolumes[name]; ok {
+		return pv, nil
+	}
+	return c.GetVolume(name)
+}
+
+func (c *fakeDataControl) ListVolumesLive(_ context.Context, selector labels.Selector) ([]*corev1.PersistentVolume, error) {
+	out, _ := c.ListVolumes(selector)
+	for _, pv := range c.uncachedVolumes {
+		if selector.Matches(labels.Set(pv.Labels)) {
+			out = append(out, pv)
+		}
+	}
+	return out, nil
+}
+
+func (c *fakeDataControl) GetClaimLive(_ context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	if pvc, ok := c.uncachedClaims[namespace+"/"+name]; ok {
+		return pvc, nil
+	}
+	return c.GetClaim(namespace, name)
 }
 
 func (c *fakeDataControl) uid() types.UID {
@@ -80,7 +122,11 @@ func (c *fakeDataControl) CreateVolume(_ context.Context, pv *corev1.PersistentV
 }
 
 func (c *fakeDataControl) AnnotateVolume(_ context.Context, pv *corev1.PersistentVolume, key, value string) error {
-	old, ok := c.volumes[pv.Name]
+	store := c.volumes
+	if _, ok := c.uncachedVolumes[pv.Name]; ok {
+		store = c.uncachedVolumes
+	}
+	old, ok := store[pv.Name]
 	if !ok || old.UID != pv.UID {
 		return apierrors.NewConflict(pvResource, pv.Name, fmt.Errorf("gone"))
 	}
@@ -89,7 +135,7 @@ func (c *fakeDataControl) AnnotateVolume(_ context.Context, pv *corev1.Persisten
 		upd.Annotations = map[string]string{}
 	}
 	upd.Annotations[key] = value
-	c.volumes[pv.Name] = upd
+	store[pv.Name] = upd
 	c.ops = append(c.ops, "annotate pv "+pv.Name)
 	return nil
 }
@@ -104,9 +150,11 @@ func (c *fakeDataControl) UpdateVolume(_ context.Context, pv *corev1.PersistentV
 }
 
 func (c *fakeDataControl) DeleteVolume(_ context.Context, pv *corev1.PersistentVolume) error {
-	if old, ok := c.volumes[pv.Name]; ok && old.UID == pv.UID {
-		delete(c.volumes, pv.Name)
-		c.ops = append(c.ops, "delete pv "+pv.Name)
+	for _, m := range []map[string]*corev1.PersistentVolume{c.volumes, c.uncachedVolumes} {
+		if old, ok := m[pv.Name]; ok && old.UID == pv.UID {
+			delete(m, pv.Name)
+			c.ops = append(c.ops, "delete pv "+pv.Name)
+		}
 	}
 	return nil
 }
@@ -136,9 +184,11 @@ func (c *fakeDataControl) CreateClaim(_ context.Context, claim *corev1.Persisten
 
 func (c *fakeDataControl) DeleteClaim(_ context.Context, claim *corev1.PersistentVolumeClaim) error {
 	key := claim.Namespace + "/" + claim.Name
-	if old, ok := c.claims[key]; ok && old.UID == claim.UID {
-		delete(c.claims, key)
-		c.ops = append(c.ops, "delete claim "+claim.Name)
+	for _, m := range []map[string]*corev1.PersistentVolumeClaim{c.claims, c.uncachedClaims} {
+		if old, ok := m[key]; ok && old.UID == claim.UID {
+			delete(m, key)
+			c.ops = append(c.ops, "delete claim "+claim.Name)
+		}
 	}
 	return nil
 }
