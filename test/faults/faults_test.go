@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -191,7 +192,7 @@ func runFault(t *testing.T, ctx context.Context, wl *workload, chk *checker, f f
 		t.Fatalf("%s: invariant broken (%d in all); the first:\n%s", f.name, violations, chk.firstViolation())
 	}
 	if lastErr != nil {
-		t.Fatalf("%s: the Flocks did not converge within %v after the fault: %v", f.name, convergeTimeout, lastErr)
+		t.Fatalf("%s: the Flocks did not converge within %v after the fault: %v%s", f.name, convergeTimeout, lastErr, unscheduledPods(ctx, wl.ns))
 	}
 	if opsDone == 0 || checksDone == 0 {
 		t.Fatalf("%s: %d workload operations and %d invariant checks; the fault hit nothing", f.name, opsDone, checksDone)
@@ -443,4 +444,39 @@ func podCondition(pod *corev1.Pod, t corev1.PodConditionType) corev1.ConditionSt
 		}
 	}
 	return ""
+}
+
+// unscheduledPods describes the namespace's pods that have no node yet,
+// with the scheduler's condition and its last log lines about them (a
+// convergence failure in CI once left a member's pod unscheduled for
+// minutes after kube-apiserver restarted).
+func unscheduledPods(ctx context.Context, ns string) string {
+	pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "\nlisting pods: " + err.Error()
+	}
+	logBytes, _ := os.ReadFile(filepath.Join(env.LogDir(), "kube-scheduler.log"))
+	logLines := strings.Split(string(logBytes), "\n")
+	var b strings.Builder
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" {
+			continue
+		}
+		fmt.Fprintf(&b, "\npod %s (created %s) has no node", p.Name, p.CreationTimestamp.Format(time.RFC3339))
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled {
+				fmt.Fprintf(&b, "; PodScheduled %s %s: %s", c.Status, c.Reason, c.Message)
+			}
+		}
+		var about []string
+		for _, l := range logLines {
+			if strings.Contains(l, ns+"/"+p.Name) || strings.Contains(l, `"`+p.Name+`"`) {
+				about = append(about, l)
+			}
+		}
+		for _, l := range about[max(0, len(about)-8):] {
+			b.WriteString("\n  scheduler: " + l)
+		}
+	}
+	return b.String()
 }

@@ -93,6 +93,9 @@ func runMain(m *testing.M) (code int) {
 		WithoutDNS: true,
 		DataRoot:   filepath.Join(workDir, "data"),
 		FlockArgs:  mainFlockArgs(),
+		// --v=2: the scheduler logs why it leaves a pod unscheduled, which
+		// a convergence failure prints (unscheduledPods).
+		SchedulerArgs: []string{"--v=2"},
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "faults: bringing up the local control plane failed: %v\nfaults: logs kept in %s\n", err, filepath.Join(workDir, "logs"))
