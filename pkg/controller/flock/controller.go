@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
@@ -48,7 +49,10 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, flockCl
 	registerMetrics()
 	members := NewMemberControl(kubeClient, podInformer.Lister(), serviceInformer.Lister())
 	data := NewDataControl(kubeClient, volumeInformer.Lister(), claimInformer.Lister())
-	revisions := NewRevisionControl(kubeClient, revisionInformer.Lister())
+	revisions, err := NewRevisionControl(kubeClient, revisionInformer.Informer())
+	if err != nil {
+		return nil, err
+	}
 	control := NewDefaultFlockControl(members, data, revisions, NewStatusUpdater(flockClient), flockClient,
 		flockInformer.Lister(), nodeInformer.Lister(), recorder, opts)
 	return newController(ctx, control, flockInformer, podInformer, nodeInformer, serviceInformer, revisionInformer,
@@ -146,18 +150,27 @@ func newWorkQueue() workqueue.TypedRateLimitingInterface[string] {
 }
 
 // indexByFlockController indexes a pod by the UID of its controller, when
-// that is a Flock.
+// that is a Flock, and a pod without a controller under orphanIndexKey of
+// its namespace: a sync looks at its own pods and its namespace's orphans,
+// never at every pod of the namespace.
 func indexByFlockController(obj any) ([]string, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return nil, nil
 	}
 	ref := metav1.GetControllerOfNoCopy(pod)
-	if ref == nil || !isFlockRef(ref) {
-		return nil, nil
+	switch {
+	case ref == nil:
+		return []string{orphanIndexKey(pod.Namespace)}, nil
+	case isFlockRef(ref):
+		return []string{string(ref.UID)}, nil
 	}
-	return []string{string(ref.UID)}, nil
+	return nil, nil
 }
+
+// orphanIndexKey is the podControllerUIDIndex key of the pods without a
+// controller in namespace (a UID has no "/").
+func orphanIndexKey(namespace string) string { return "orphans/" + namespace }
 
 // HasSynced reports whether every informer has synced and has delivered
 // its initial objects to the controller.
@@ -276,12 +289,12 @@ func (c *Controller) candidatePods(f *v1alpha1.Flock) ([]*corev1.Pod, error) {
 	if err != nil || f.Spec.Selector == nil || selector.Empty() {
 		return pods, nil // the control reports the bad selector
 	}
-	orphans, err := c.podLister.Pods(f.Namespace).List(selector)
+	orphans, err := c.podIndexer.ByIndex(podControllerUIDIndex, orphanIndexKey(f.Namespace))
 	if err != nil {
 		return nil, err
 	}
-	for _, pod := range orphans {
-		if metav1.GetControllerOfNoCopy(pod) == nil {
+	for _, obj := range orphans {
+		if pod := obj.(*corev1.Pod); selector.Matches(labels.Set(pod.Labels)) {
 			pods = append(pods, pod)
 		}
 	}

@@ -71,7 +71,7 @@ type fakeMemberControl struct {
 	// uncachedPods are in the API server but not in the cache: only
 	// ListPodsLive sees them.
 	uncachedPods []*corev1.Pod
-	nextUID        int
+	nextUID      int
 	// ops logs the successful pod writes: "create <pod> <revision>",
 	// "delete <pod>", "force-delete <pod>".
 	ops []string
@@ -248,8 +248,8 @@ func (c *fakeRevisionControl) get(namespace, name string) (*appsv1.ControllerRev
 	return obj.(*appsv1.ControllerRevision), true
 }
 
-func (c *fakeRevisionControl) ListRevisions(namespace string, selector labels.Selector) ([]*appsv1.ControllerRevision, error) {
-	return listMatching[*appsv1.ControllerRevision](c.revisions, namespace, selector), nil
+func (c *fakeRevisionControl) ListRevisions(namespace, flockName string) ([]*appsv1.ControllerRevision, error) {
+	return listMatching[*appsv1.ControllerRevision](c.revisions, namespace, labels.SelectorFromSet(labels.Set{v1alpha1.LabelFlockName: flockName})), nil
 }
 
 func (c *fakeRevisionControl) CreateRevision(_ context.Context, cr *appsv1.ControllerRevision) error {

@@ -67,5 +67,6 @@ func (c *Controller) newTerm() workqueue.TypedRateLimitingInterface[string] {
 	return q
 }
 
-// podControllerUIDIndex indexes pods by the UID of their Flock controller.
+// podControllerUIDIndex indexes pods by the UID of their Flock controller,
+// and the pods without a controller by namespace (indexByFlockController).
 const podControllerUIDIndex = "flock.dev/controller-uid"

@@ -227,7 +227,10 @@ func TestRealRevisionControl(t *testing.T) {
 	client := k8sfake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	informer := factory.Apps().V1().ControllerRevisions()
-	rc := NewRevisionControl(client, informer.Lister())
+	rc, err := NewRevisionControl(client, informer.Informer())
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	cr := NewControllerRevision(fl, &fl.Spec.Template, "abc", 1)
 	cr.OwnerReferences = nil
@@ -256,7 +259,7 @@ func TestRealRevisionControl(t *testing.T) {
 	if err := informer.Informer().GetIndexer().Add(adopted); err != nil {
 		t.Fatal(err)
 	}
-	list, err := rc.ListRevisions(testNamespace, labels.SelectorFromSet(labels.Set{v1alpha1.LabelFlockName: "pg"}))
+	list, err := rc.ListRevisions(testNamespace, "pg")
 	if err != nil || len(list) != 1 || list[0].Revision != 2 {
 		t.Fatalf("ListRevisions = %v, %v", list, err)
 	}

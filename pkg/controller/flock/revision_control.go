@@ -4,14 +4,15 @@ package flock
 
 import (
 	"context"
+	"fmt"
 
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	appslisters "k8s.io/client-go/listers/apps/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // RevisionControl is how the reconcile logic reads and writes the
@@ -19,9 +20,10 @@ import (
 // informer's cache (do not modify what they return), writes go through the
 // clientset with the field manager "flock-controller". Tests use a fake.
 type RevisionControl interface {
-	// ListRevisions returns the ControllerRevisions in namespace that
-	// selector matches, from the cache.
-	ListRevisions(namespace string, selector labels.Selector) ([]*appsv1.ControllerRevision, error)
+	// ListRevisions returns the ControllerRevisions in namespace labelled
+	// for the Flock named flockName, from the cache (by index: a sync does
+	// not walk every revision of its namespace).
+	ListRevisions(namespace, flockName string) ([]*appsv1.ControllerRevision, error)
 	// CreateRevision creates cr.
 	CreateRevision(ctx context.Context, cr *appsv1.ControllerRevision) error
 	// UpdateRevision updates cr (a copy the caller owns).
@@ -33,21 +35,45 @@ type RevisionControl interface {
 	PatchRevision(ctx context.Context, namespace, name string, patch []byte) error
 }
 
+// revisionFlockIndex indexes ControllerRevisions by the namespace and the
+// flock.dev/name label ("namespace/name").
+const revisionFlockIndex = "flock.dev/name"
+
+func indexRevisionByFlock(obj any) ([]string, error) {
+	cr, ok := obj.(*appsv1.ControllerRevision)
+	if !ok || cr.Labels[v1alpha1.LabelFlockName] == "" {
+		return nil, nil
+	}
+	return []string{cr.Namespace + "/" + cr.Labels[v1alpha1.LabelFlockName]}, nil
+}
+
 // NewRevisionControl returns the RevisionControl that writes through client
-// and reads through lister.
-func NewRevisionControl(client kubernetes.Interface, lister appslisters.ControllerRevisionLister) RevisionControl {
-	return &realRevisionControl{client: client, lister: lister}
+// and reads through informer, to which it adds its index (call it before
+// the informer starts).
+func NewRevisionControl(client kubernetes.Interface, informer cache.SharedIndexInformer) (RevisionControl, error) {
+	if err := informer.AddIndexers(cache.Indexers{revisionFlockIndex: indexRevisionByFlock}); err != nil {
+		return nil, fmt.Errorf("adding the revision index (start the informers after NewController): %w", err)
+	}
+	return &realRevisionControl{client: client, indexer: informer.GetIndexer()}, nil
 }
 
 type realRevisionControl struct {
-	client kubernetes.Interface
-	lister appslisters.ControllerRevisionLister
+	client  kubernetes.Interface
+	indexer cache.Indexer
 }
 
 var _ RevisionControl = &realRevisionControl{}
 
-func (c *realRevisionControl) ListRevisions(namespace string, selector labels.Selector) ([]*appsv1.ControllerRevision, error) {
-	return c.lister.ControllerRevisions(namespace).List(selector)
+func (c *realRevisionControl) ListRevisions(namespace, flockName string) ([]*appsv1.ControllerRevision, error) {
+	objs, err := c.indexer.ByIndex(revisionFlockIndex, namespace+"/"+flockName)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*appsv1.ControllerRevision, 0, len(objs))
+	for _, obj := range objs {
+		out = append(out, obj.(*appsv1.ControllerRevision))
+	}
+	return out, nil
 }
 
 func (c *realRevisionControl) CreateRevision(ctx context.Context, cr *appsv1.ControllerRevision) error {

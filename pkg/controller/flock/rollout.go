@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/klog/v2"
 
@@ -37,7 +36,7 @@ func (fc *defaultFlockControl) syncRevisions(ctx context.Context, f *v1alpha1.Fl
 	deleting := f.DeletionTimestamp != nil
 	var errs []error
 
-	list, err := fc.revisions.ListRevisions(f.Namespace, labels.SelectorFromSet(labels.Set{v1alpha1.LabelFlockName: f.Name}))
+	list, err := fc.revisions.ListRevisions(f.Namespace, f.Name)
 	if err != nil {
 		return newUpdatePlan(f, pods, update, current, nil), nil, err
 	}
