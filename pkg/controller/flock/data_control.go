@@ -109,11 +109,7 @@ func (c *realDataControl) ListVolumesLive(ctx context.Context, selector labels.S
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*corev1.PersistentVolume, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
-	}
-	return out, nil
+	return itemPointers(list.Items), nil
 }
 
 func (c *realDataControl) GetClaimLive(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {

@@ -81,11 +81,16 @@ func (c *realMemberControl) ListPodsLive(ctx context.Context, namespace string, 
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*corev1.Pod, len(list.Items))
-	for i := range list.Items {
-		out[i] = &list.Items[i]
+	return itemPointers(list.Items), nil
+}
+
+// itemPointers returns pointers to the items of a list the caller owns.
+func itemPointers[T any](items []T) []*T {
+	out := make([]*T, len(items))
+	for i := range items {
+		out[i] = &items[i]
 	}
-	return out, nil
+	return out
 }
 
 func (c *realMemberControl) CreatePod(ctx context.Context, pod *corev1.Pod) error {
