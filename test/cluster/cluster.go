@@ -249,6 +249,25 @@ func FindRepoRoot() (string, error) {
 	}
 }
 
+// SuiteDirs resolves, for a test suite run by `make <target>` (which sets
+// FLOCK_BIN), the checkout's root, the tools directory (FLOCK_BIN, made
+// absolute) and a fresh work directory _output/<suite>/<time>-<pid>, so
+// that two runs in one checkout do not collide.
+func SuiteDirs(suite, target string) (root, binDir, workDir string, err error) {
+	binDir = os.Getenv("FLOCK_BIN")
+	if binDir == "" {
+		return "", "", "", fmt.Errorf("FLOCK_BIN is not set. Run `make %s`, which builds the control-plane tools and flock-apiserver into _output/bin and sets FLOCK_BIN", target)
+	}
+	if root, err = FindRepoRoot(); err != nil {
+		return "", "", "", err
+	}
+	if !filepath.IsAbs(binDir) {
+		binDir = filepath.Join(root, binDir)
+	}
+	workDir = filepath.Join(root, "_output", suite, time.Now().Format("20060102-150405")+"-"+strconv.Itoa(os.Getpid()))
+	return root, binDir, workDir, nil
+}
+
 func modulePathIs(gomod []byte, path string) bool {
 	for _, line := range strings.Split(string(gomod), "\n") {
 		if strings.TrimSpace(line) == "module "+path {

@@ -21,7 +21,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -44,25 +43,16 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) int {
-	binDir := os.Getenv("FLOCK_BIN")
-	if binDir == "" {
-		fmt.Fprintln(os.Stderr, "e2e: FLOCK_BIN is not set. Run `make test-e2e`, which builds the control-plane tools and flock-apiserver into _output/bin and sets FLOCK_BIN.")
-		return 1
-	}
-	root, err := cluster.FindRepoRoot()
+	root, binDir, workDir, err := cluster.SuiteDirs("e2e", "test-e2e")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
 		return 1
 	}
-	if !filepath.IsAbs(binDir) {
-		binDir = filepath.Join(root, binDir)
-	}
-	// Each run gets its own directory, so two runs in one checkout do not
-	// collide; a directory given in FLOCK_E2E_WORKDIR is never removed.
-	workDir := os.Getenv("FLOCK_E2E_WORKDIR")
-	ownDir := workDir == ""
-	if ownDir {
-		workDir = filepath.Join(root, "_output", "e2e", time.Now().Format("20060102-150405")+"-"+strconv.Itoa(os.Getpid()))
+	// Each run gets its own directory; a directory given in
+	// FLOCK_E2E_WORKDIR is never removed.
+	ownDir := os.Getenv("FLOCK_E2E_WORKDIR") == ""
+	if !ownDir {
+		workDir = os.Getenv("FLOCK_E2E_WORKDIR")
 	}
 	fmt.Fprintf(os.Stderr, "e2e: work directory (certificates, kubeconfig, logs): %s\n", workDir)
 

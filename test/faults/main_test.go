@@ -21,7 +21,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -55,20 +54,11 @@ func TestMain(m *testing.M) {
 }
 
 func runMain(m *testing.M) (code int) {
-	binDir := os.Getenv("FLOCK_BIN")
-	if binDir == "" {
-		fmt.Fprintln(os.Stderr, "faults: FLOCK_BIN is not set. Run `make test-faults`, which builds the control-plane tools and flock-apiserver into _output/bin and sets FLOCK_BIN.")
-		return 1
-	}
-	root, err := cluster.FindRepoRoot()
+	root, binDir, workDir, err := cluster.SuiteDirs("faults", "test-faults")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "faults:", err)
 		return 1
 	}
-	if !filepath.IsAbs(binDir) {
-		binDir = filepath.Join(root, binDir)
-	}
-	workDir := filepath.Join(root, "_output", "faults", time.Now().Format("20060102-150405")+"-"+strconv.Itoa(os.Getpid()))
 	fmt.Fprintf(os.Stderr, "faults: work directory (certificates, kubeconfig, logs): %s\n", workDir)
 
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background()))
