@@ -69,6 +69,7 @@ func newController(ctx context.Context, control FlockControl, flockInformer floc
 	if err := podInformer.Informer().AddIndexers(cache.Indexers{podControllerUIDIndex: indexByFlockController}); err != nil {
 		return nil, fmt.Errorf("adding the pod index (start the informers after NewController): %w", err)
 	}
+	marks := newPrecedenceMarks()
 	c := &Controller{
 		control:       control,
 		opts:          opts,
@@ -76,7 +77,8 @@ func newController(ctx context.Context, control FlockControl, flockInformer floc
 		podLister:     podInformer.Lister(),
 		podIndexer:    podInformer.Informer().GetIndexer(),
 		serviceLister: serviceInformer.Lister(),
-		queue:         newWorkQueue(),
+		marks:         marks,
+		queue:         newWorkQueue(marks),
 		clock:         clk,
 	}
 
@@ -85,9 +87,9 @@ func newController(ctx context.Context, control FlockControl, flockInformer floc
 		handler  cache.ResourceEventHandler
 	}{
 		{flockInformer.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.enqueue(logger, obj) },
-			UpdateFunc: func(_, cur any) { c.enqueue(logger, cur) },
-			DeleteFunc: func(obj any) { c.enqueue(logger, obj) },
+			AddFunc:    func(obj any) { c.enqueueFlock(logger, obj, isNewFlock(obj)) },
+			UpdateFunc: func(old, cur any) { c.enqueueFlock(logger, cur, flockChanged(old, cur)) },
+			DeleteFunc: func(obj any) { c.enqueueFlock(logger, obj, true) },
 		}},
 		{podInformer.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.addPod(logger, obj) },
@@ -131,8 +133,9 @@ func newController(ctx context.Context, control FlockControl, flockInformer floc
 }
 
 // newWorkQueue returns the controller's rate-limited queue, named "flock"
-// for its metrics, in which namespaces take turns (namespaceRoundRobin).
-func newWorkQueue() workqueue.TypedRateLimitingInterface[string] {
+// for its metrics, in which namespaces take turns and, within a namespace,
+// the keys marked in marks go first (namespaceRoundRobin).
+func newWorkQueue(marks *precedenceMarks) workqueue.TypedRateLimitingInterface[string] {
 	const name = "flock"
 	return workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[string](),
@@ -142,7 +145,7 @@ func newWorkQueue() workqueue.TypedRateLimitingInterface[string] {
 				Name: name,
 				Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[string]{
 					Name:  name,
-					Queue: newNamespaceRoundRobin(),
+					Queue: newNamespaceRoundRobin(marks),
 				}),
 			}),
 		},

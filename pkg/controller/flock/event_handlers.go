@@ -22,12 +22,38 @@ import (
 
 // enqueue adds a Flock (or a tombstone of one) to the queue.
 func (c *Controller) enqueue(logger klog.Logger, obj any) {
+	c.enqueueFlock(logger, obj, false)
+}
+
+// enqueueFlock queues a Flock after an event on it; first gives its sync
+// precedence over catch-up work (a new Flock, a changed spec, a deletion).
+func (c *Controller) enqueueFlock(logger klog.Logger, obj any, first bool) {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		utilruntime.HandleErrorWithLogger(logger, err, "Couldn't get key for object", "object", obj)
 		return
 	}
+	if first {
+		c.marks.mark(key)
+	}
 	c.workQueue().Add(key)
+}
+
+// isNewFlock reports whether an added Flock has never been synced (the
+// informer's first list also adds every existing Flock: those that have
+// been are catch-up work).
+func isNewFlock(obj any) bool {
+	f, ok := obj.(*v1alpha1.Flock)
+	return ok && f.Status.ObservedGeneration == 0
+}
+
+// flockChanged reports whether an update changed what a Flock asks for: its
+// spec (generation) or its deletion; status updates (the controller's own)
+// do not.
+func flockChanged(old, cur any) bool {
+	o, ok1 := old.(*v1alpha1.Flock)
+	n, ok2 := cur.(*v1alpha1.Flock)
+	return ok1 && ok2 && (o.Generation != n.Generation || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil))
 }
 
 func (c *Controller) enqueueAfter(f *v1alpha1.Flock, d time.Duration) {

@@ -30,6 +30,9 @@ type Controller struct {
 	synced []cache.InformerSynced
 	clock  clock.Clock
 
+	// marks are the keys whose next sync goes before catch-up work (new
+	// and changed Flocks), kept across terms.
+	marks *precedenceMarks
 	// mu guards queue and terms.
 	mu sync.Mutex
 	// queue is the current term's workqueue: Run shuts it down when its
@@ -57,7 +60,7 @@ func (c *Controller) newTerm() workqueue.TypedRateLimitingInterface[string] {
 		defer c.mu.Unlock()
 		return c.queue
 	}
-	q := newWorkQueue()
+	q := newWorkQueue(c.marks)
 	c.queue = q
 	c.mu.Unlock()
 	flocks, _ := c.flockLister.List(labels.Everything())
