@@ -38,6 +38,14 @@ func (m *precedenceMarks) mark(key string) {
 	m.mu.Unlock()
 }
 
+// clear drops every mark (a new term queues every Flock afresh; marks made
+// while no queue took keys would stay otherwise).
+func (m *precedenceMarks) clear() {
+	m.mu.Lock()
+	clear(m.marked)
+	m.mu.Unlock()
+}
+
 // take reports whether key was marked, and unmarks it.
 func (m *precedenceMarks) take(key string) bool {
 	m.mu.Lock()

@@ -60,6 +60,7 @@ func (c *Controller) newTerm() workqueue.TypedRateLimitingInterface[string] {
 		defer c.mu.Unlock()
 		return c.queue
 	}
+	c.marks.clear()
 	q := newWorkQueue(c.marks)
 	c.queue = q
 	c.mu.Unlock()
