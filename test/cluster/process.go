@@ -124,6 +124,9 @@ func (p *Process) String() string {
 	return fmt.Sprintf("%s (pid %d, log %s)", p.Name, p.PID(), p.LogFile)
 }
 
+// ExitDescription explains how a process ended, with the end of its log.
+func (p *Process) ExitDescription() string { return p.exitDescription() }
+
 // exitDescription explains how a process ended, with the end of its log.
 func (p *Process) exitDescription() string {
 	return fmt.Sprintf("%s exited: %v; last lines of %s:\n%s", p.Name, p.waitErr, p.LogFile, p.LogTail(25))

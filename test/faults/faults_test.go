@@ -119,7 +119,8 @@ func TestFaults(t *testing.T) {
 	unverified, forced, moves := chk.unverified, chk.forced, chk.moves
 	chk.mu.Unlock()
 	t.Logf("watches re-established: %v; members moved off lost nodes: %d; member pods deleted without a grace period (node lost): %d; "+
-		"pods whose recorded node could not be checked (gone before a relist caught up): %d", breaks, moves, forced, unverified)
+		"pods whose recorded node could not be checked (gone before a relist caught up): %d; upstream components that exited on their own and were started again: %d",
+		breaks, moves, forced, unverified, supervisorRestarts)
 }
 
 // runFault runs the workload, injects f, heals it, stops the workload and
@@ -141,6 +142,7 @@ func runFault(t *testing.T, ctx context.Context, wl *workload, chk *checker, f f
 		<-done
 	}()
 	sleepCtx(ctx, warmup)
+	superviseComponents(t, ctx)
 	heal := f.inject(t, ctx)
 	if t.Failed() {
 		return f.name + ": injecting failed"
@@ -156,6 +158,7 @@ func runFault(t *testing.T, ctx context.Context, wl *workload, chk *checker, f f
 	var lastErr error
 	deadline := time.Now().Add(convergeTimeout)
 	for {
+		superviseComponents(t, ctx)
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		lastErr = wl.converged(cctx)
 		cancel()
@@ -480,3 +483,40 @@ func unscheduledPods(ctx context.Context, ns string) string {
 	}
 	return b.String()
 }
+
+// upstreamComponents are the control plane's own processes, which a
+// production cluster runs under a supervisor (kubelet, systemd) that starts
+// them again when they exit.
+var upstreamComponents = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"}
+
+// superviseComponents does what those supervisors do, outside the harness's
+// own faults (it runs before a fault is injected and after it is healed):
+// an upstream component that exited on its own is logged with the end of
+// its log and started again. kube-scheduler, for one, exits by design when
+// its cache sees a pod move nodes ("Scheduler cache is corrupted"), which
+// a member recreated under its name on another node during a watch gap can
+// cause. A flock-apiserver that exited on its own fails the test: nothing
+// in these faults is a reason for it to.
+func superviseComponents(t *testing.T, ctx context.Context) {
+	t.Helper()
+	for _, name := range upstreamComponents {
+		p := env.Component(name)
+		if p == nil || !p.Exited() {
+			continue
+		}
+		t.Logf("SUPERVISOR: %s; started again, as its supervisor would", p.ExitDescription())
+		if _, err := env.RestartComponent(ctx, p); err != nil {
+			t.Fatalf("restarting %s: %v", name, err)
+		}
+		supervisorRestarts++
+	}
+	for _, p := range []*cluster.Process{pair.A.Process, env.FlockProcess()} {
+		if p != nil && p.Exited() {
+			t.Fatalf("flock-apiserver exited on its own: %s", p.ExitDescription())
+		}
+	}
+}
+
+// supervisorRestarts counts the upstream components superviseComponents
+// started again (reported at the end).
+var supervisorRestarts int
