@@ -2,8 +2,10 @@
 // the project's local control plane (issue 17): API throughput and latency
 // for a CRD of the same shape as a Flock, StatefulSets (replicas 0), Flocks
 // through the aggregator and Flocks straight at flock-apiserver; then the
-// time from create to all members Ready for Flocks and StatefulSets; then
-// each process's peak RSS. It prints one table with ratios and writes the
+// time from create to all members Ready for Flocks and two anchors, a
+// StatefulSet without volumes and a StatefulSet+PV whose members each claim
+// a node-local PersistentVolume (a Flock member has one); then each
+// process's peak RSS. It prints one table with ratios and writes the
 // raw results as JSON. It is a measurement, not a pass/fail test: timings
 // on a shared machine are noisy, so compare the ratios of one run.
 package main
@@ -32,6 +34,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 
 	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
 	flockclient "flock.dev/flock/pkg/generated/clientset/versioned"
@@ -58,8 +61,8 @@ var (
 	heapPath   = flag.String("heap-profile", "_output/bench-e2e-memory-heap.pprof", "where heap profiles of flock-apiserver after each stage of the memory case go (-<stage> added; empty: none)")
 	smoke      = flag.Bool("smoke", false, "tiny sizes (CI smoke): checks the bench runs, numbers mean little")
 	withAPI    = flag.Bool("api", true, "run the API cases (false: only the readiness cases)")
-	readyRuns  = flag.Int("runs", 3, "runs of each readiness case (the table shows medians)")
-	floodN     = flag.Int("flood", 200, "objects flooding one namespace in the flood case (0: no flood case)")
+	readyRuns  = flag.Int("runs", 3, "runs of each readiness case, the kinds (StatefulSet, StatefulSet+PV, Flock) taking turns (the table shows medians)")
+	floodN     = flag.Int("flood", 200, "objects flooding one namespace in the flood case, StatefulSet vs Flock (0: no flood case)")
 )
 
 // clientQPS is the benchmark clients' rate limit, the same for every
@@ -238,6 +241,32 @@ func benchStatefulSet(ns, name string, replicas int32, policy appsv1.PodManageme
 			Template: podTemplate(labels),
 		},
 	}
+}
+
+// benchStatefulSetPV is benchStatefulSet with node-local data as a user of
+// StatefulSets builds it: a claim "data" per member from the StorageClass
+// localClass (node-local PersistentVolumes an admin prepared), mounted at
+// /data, and a required pod anti-affinity on kubernetes.io/hostname to the
+// StatefulSet's own pods: one member per node, as a Flock places them.
+func benchStatefulSetPV(ns, name string, replicas int32, policy appsv1.PodManagementPolicyType) *appsv1.StatefulSet {
+	s := benchStatefulSet(ns, name, replicas, policy)
+	s.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
+		ObjectMeta: metav1.ObjectMeta{Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: ptr.To(localClass),
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: localVolumeSize}},
+		},
+	}}
+	pod := &s.Spec.Template.Spec
+	pod.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	pod.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: s.Spec.Selector.DeepCopy(),
+			TopologyKey:   corev1.LabelHostname,
+		}},
+	}}
+	return s
 }
 
 func podTemplate(labels map[string]string) corev1.PodTemplateSpec {
@@ -541,7 +570,7 @@ func peakRSS(c *cluster.Cluster) map[string]float64 {
 }
 
 // printTable prints the run's results with ratios against the anchor of
-// each table (the CRD for the API, the StatefulSet for readiness).
+// each table (the CRD for the API; for readiness both StatefulSet kinds).
 func printTable(res *results) {
 	fmt.Printf("Flock bench-e2e, %s\nMachine: %s\n", res.Started.Format(time.RFC3339), res.Machine)
 	fmt.Printf("Client QPS %d (burst %d) for every target; Flock controller and kube-controller-manager both at --kube-api-qps=%d --kube-api-burst=%d.\n\n",
@@ -557,10 +586,31 @@ func printTable(res *results) {
 		fmt.Printf("| %s |\n", strings.Join(cells, " | "))
 	}
 	if len(res.Ready) > 0 {
-		fmt.Printf("\nMedians of %d runs, each run's ratio in brackets.\n\n| create -> | StatefulSet | Flock (ratio: Flock/StatefulSet time) |\n|---|---|---|\n", res.ReadyRuns)
+		fmt.Printf("\nMedians of %d runs; ratio = Flock time / anchor time (below 1 is better), each run's ratio in brackets.\n"+
+			"StatefulSet: no volumes. StatefulSet+PV: a claim per member from StorageClass %s (WaitForFirstConsumer), bound to one of\n"+
+			"the hostPath PersistentVolumes with node affinity made before its timer starts; one member per node (anti-affinity).\n\n"+
+			"| create -> | StatefulSet | StatefulSet+PV | Flock (ratio vs StatefulSet) (ratio vs StatefulSet+PV) |\n|---|---|---|---|\n",
+			res.ReadyRuns, localClass)
 	}
+	partial := false
 	for _, r := range res.Ready {
-		fmt.Printf("| %s, ms | %.0f | %.0f (%.2f) %s |\n", r.Case, r.Values[tSTS], r.Values["Flock"], r.Values["Flock"]/r.Values[tSTS], runRatios(r))
+		cells := []string{r.Case + ", ms"}
+		for _, kind := range readyKinds {
+			cells = append(cells, "-")
+			if _, ok := r.Values[kind]; ok {
+				cells[len(cells)-1] = fmt.Sprintf("%.0f", r.Values[kind])
+			}
+		}
+		for _, anchor := range []string{tSTS, tSTSPV} {
+			cells[len(cells)-1] += " " + readyRatio(r, anchor)
+			if _, ok := r.Values[anchor]; !ok {
+				partial = true
+			}
+		}
+		fmt.Printf("| %s |\n", strings.Join(cells, " | "))
+	}
+	if partial {
+		fmt.Printf("\n-: not run in that case (the flood case runs %s).\n", strings.Join(floodKinds, " and "))
 	}
 	fmt.Printf("\nPeak RSS (MiB):")
 	names := make([]string, 0, len(res.PeakRSSMiB))
@@ -592,16 +642,30 @@ func cell(r row, t, anchor string) string {
 	return fmt.Sprintf("%s (%.2f×)", s, ratio)
 }
 
-// runRatios formats each run's Flock/StatefulSet ratio of a readiness row:
+// readyRatio formats the Flock's ratio to anchor in a readiness row, the
+// medians' then each run's: "(0.97) [0.91 1.02 0.97]" (no brackets with a
+// single run; "(-)" when the row has no such anchor).
+func readyRatio(r row, anchor string) string {
+	if r.Values[anchor] == 0 {
+		return "(-)"
+	}
+	s := fmt.Sprintf("(%.2f)", r.Values[tFlock]/r.Values[anchor])
+	if runs := runRatios(r, anchor); runs != "" {
+		s += " " + runs
+	}
+	return s
+}
+
+// runRatios formats each run's Flock/anchor ratio of a readiness row:
 // "[0.91 1.02 0.97]" (empty with a single run).
-func runRatios(r row) string {
-	sts, fl := r.Samples[tSTS], r.Samples["Flock"]
-	if len(sts) < 2 || len(sts) != len(fl) {
+func runRatios(r row, anchor string) string {
+	a, fl := r.Samples[anchor], r.Samples[tFlock]
+	if len(a) < 2 || len(a) != len(fl) {
 		return ""
 	}
-	out := make([]string, len(sts))
-	for i := range sts {
-		out[i] = fmt.Sprintf("%.2f", fl[i]/sts[i])
+	out := make([]string, len(a))
+	for i := range a {
+		out[i] = fmt.Sprintf("%.2f", fl[i]/a[i])
 	}
 	return "[" + strings.Join(out, " ") + "]"
 }

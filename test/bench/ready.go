@@ -1,7 +1,8 @@
 // File ready.go: the readiness cases of bench-e2e: create -> all member pods Ready and ->
-// status.readyReplicas for StatefulSets and Flocks, each case run -runs times with the two
-// kinds taking turns (the table shows medians), and the flood case: time to a new object's
-// first pod while another namespace floods the controller with creates.
+// status.readyReplicas for StatefulSets without volumes, StatefulSets with node-local
+// PersistentVolumes (StatefulSet+PV) and Flocks, each case run -runs times with the kinds
+// taking turns (the table shows medians), and the flood case (StatefulSet and Flock only):
+// time to a new object's first pod while another namespace floods the controller with creates.
 
 package main
 
@@ -9,12 +10,16 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -26,8 +31,31 @@ import (
 // readyTimes are the two times to readiness of one run.
 type readyTimes struct{ pods, status time.Duration }
 
-// readyKinds are the two kinds the readiness cases compare.
-var readyKinds = []string{tSTS, "Flock"}
+// The kinds of the readiness cases besides tSTS, a StatefulSet without
+// volumes (the anchor issue 17 names).
+const (
+	// tSTSPV is a StatefulSet whose every member has node-local data: a
+	// claim from localClass, bound to a hostPath PersistentVolume an admin
+	// prepared on one node; what a user of StatefulSets builds to get what a
+	// Flock member has (its own PersistentVolume and claim on its node).
+	tSTSPV = "StatefulSet+PV"
+	tFlock = "Flock"
+)
+
+// readyKinds are the kinds the readiness cases compare, in the table's
+// column order; floodKinds those of the flood case.
+var (
+	readyKinds = []string{tSTS, tSTSPV, tFlock}
+	floodKinds = []string{tSTS, tFlock}
+)
+
+// localClass is the StorageClass of the StatefulSet+PV kind's volumes:
+// static (no provisioner), bound when the first consumer is scheduled, as
+// Kubernetes recommends for local volumes.
+const localClass = "bench-local"
+
+// localVolumeSize is the size of each StatefulSet+PV volume and claim.
+var localVolumeSize = resource.MustParse("1Gi")
 
 // kindClients creates and reads StatefulSets and Flocks for the readiness
 // cases.
@@ -38,12 +66,16 @@ type kindClients struct {
 
 // create creates object name of kind in ns with members members.
 func (k kindClients) create(ctx context.Context, kind, ns, name string, members int32, ordered bool) error {
-	if kind == tSTS {
+	if kind != tFlock {
 		policy := appsv1.ParallelPodManagement
 		if ordered {
 			policy = appsv1.OrderedReadyPodManagement
 		}
-		_, err := k.kube.AppsV1().StatefulSets(ns).Create(ctx, benchStatefulSet(ns, name, members, policy), metav1.CreateOptions{})
+		build := benchStatefulSet
+		if kind == tSTSPV {
+			build = benchStatefulSetPV
+		}
+		_, err := k.kube.AppsV1().StatefulSets(ns).Create(ctx, build(ns, name, members, policy), metav1.CreateOptions{})
 		return err
 	}
 	policy := flockv1alpha1.ParallelPodManagement
@@ -57,7 +89,7 @@ func (k kindClients) create(ctx context.Context, kind, ns, name string, members 
 // readyReplicas adds up status.readyReplicas of the objects of kind in ns.
 func (k kindClients) readyReplicas(ctx context.Context, kind, ns string) (int32, error) {
 	var sum int32
-	if kind == tSTS {
+	if kind != tFlock {
 		l, err := k.kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return 0, err
@@ -78,9 +110,10 @@ func (k kindClients) readyReplicas(ctx context.Context, kind, ns string) (int32,
 }
 
 // readyCases measures create -> all members Ready (pods Ready, and
-// status.readyReplicas) for StatefulSets and Flocks, then the flood case.
-// Each case runs *readyRuns times; a row holds the medians, and its
-// samples every run's time.
+// status.readyReplicas) for each of readyKinds, then the flood case. Each
+// case runs *readyRuns times; a row holds the medians, and its samples
+// every run's time. The StatefulSet+PV kind's volumes are made before its
+// timer starts (prepareLocalVolumes).
 func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, error) {
 	type readyCase struct {
 		name      string
@@ -102,6 +135,9 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, error) {
 		return nil, err
 	}
 	k := kindClients{kube: kube, flock: fc}
+	if err := ensureLocalClass(ctx, kube); err != nil {
+		return nil, err
+	}
 	var rows []row
 	for ci, rc := range cases {
 		for i := len(c.NodeNames); i < rc.nodeCount; i++ {
@@ -112,13 +148,19 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, error) {
 		pods := row{Case: "ready: " + rc.name, Unit: "ms", Values: map[string]float64{}, Samples: map[string][]float64{}}
 		status := row{Case: "readyReplicas: " + rc.name, Unit: "ms", Values: map[string]float64{}, Samples: map[string][]float64{}}
 		for run := range *readyRuns {
-			for _, kind := range turns(run) {
-				ns := fmt.Sprintf("ready-%d-%d-%s", ci, run, strings.ToLower(kind))
+			for _, kind := range turns(readyKinds, run) {
+				ns := fmt.Sprintf("ready-%d-%d-%s", ci, run, kindSlug(kind))
 				if err := newNamespace(ctx, c, ns); err != nil {
 					return nil, err
 				}
+				volumes := fmt.Sprintf("%d-%d", ci, run)
+				if kind == tSTSPV {
+					if err := prepareLocalVolumes(ctx, kube, volumes, rc.objects*int(rc.members)); err != nil {
+						return nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
+					}
+				}
 				var profiled chan error
-				if kind == "Flock" && rc.objects == 50 && run == 0 && *profile != "" {
+				if kind == tFlock && rc.objects == 50 && run == 0 && *profile != "" {
 					profiled = make(chan error, 1)
 					go func() { profiled <- cpuProfile(ctx, c, 10, *profile) }()
 				}
@@ -132,6 +174,11 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, error) {
 				}
 				if err != nil {
 					return nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
+				}
+				if kind == tSTSPV {
+					if err := deleteSpareVolumes(ctx, kube, volumes); err != nil {
+						return nil, err
+					}
 				}
 				pods.Samples[kind] = append(pods.Samples[kind], float64(t.pods.Milliseconds()))
 				status.Samples[kind] = append(status.Samples[kind], float64(t.status.Milliseconds()))
@@ -150,14 +197,134 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, error) {
 	return rows, nil
 }
 
-// turns returns the order the two kinds take in run number run: they
-// alternate, so neither always runs on a machine warmed (or loaded) by the
-// other.
-func turns(run int) []string {
-	if run%2 == 1 {
-		return []string{readyKinds[1], readyKinds[0]}
+// turns returns the order kinds take in run number run: the order rotates
+// by one each run, so none always runs first (or last) on a machine warmed
+// or loaded by the others.
+func turns(kinds []string, run int) []string {
+	k := run % len(kinds)
+	return append(slices.Clone(kinds[k:]), kinds[:k]...)
+}
+
+// kindSlug is kind as part of a namespace name.
+func kindSlug(kind string) string {
+	return strings.ReplaceAll(strings.ToLower(kind), "+", "-")
+}
+
+// ensureLocalClass creates localClass unless it exists.
+func ensureLocalClass(ctx context.Context, kube kubernetes.Interface) error {
+	mode := storagev1.VolumeBindingWaitForFirstConsumer
+	_, err := kube.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta:        metav1.ObjectMeta{Name: localClass},
+		Provisioner:       "kubernetes.io/no-provisioner",
+		VolumeBindingMode: &mode,
+	}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
 	}
-	return readyKinds
+	return err
+}
+
+// volumeSetLabel labels the volumes prepareLocalVolumes makes for one run.
+const volumeSetLabel = "bench.flock.dev/volume-set"
+
+// prepareLocalVolumes does the admin's part of the StatefulSet+PV kind, as a
+// static local provisioner would have before anyone creates a StatefulSet:
+// it makes the PersistentVolumes of localVolumes for the cluster's nodes,
+// labelled with set, and waits until kube-controller-manager's
+// PersistentVolume controller has made every one Available.
+func prepareLocalVolumes(ctx context.Context, kube kubernetes.Interface, set string, claims int) error {
+	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	var hosts []string
+	for _, n := range nodes.Items {
+		if h := n.Labels[corev1.LabelHostname]; h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	if len(hosts) == 0 {
+		return fmt.Errorf("no node has label %s", corev1.LabelHostname)
+	}
+	slices.Sort(hosts)
+	pvs := localVolumes(set, claims, hosts)
+	if _, err := parallel(len(pvs), 16, func(i int) error {
+		_, err := kube.CoreV1().PersistentVolumes().Create(ctx, pvs[i], metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return fmt.Errorf("creating volumes: %w", err)
+	}
+	selector := metav1.ListOptions{LabelSelector: volumeSetLabel + "=" + set}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		l, err := kube.CoreV1().PersistentVolumes().List(ctx, selector)
+		if err != nil {
+			return err
+		}
+		available := 0
+		for _, pv := range l.Items {
+			if pv.Status.Phase == corev1.VolumeAvailable {
+				available++
+			}
+		}
+		if available == len(pvs) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d of %d volumes Available after 2 minutes", available, len(pvs))
+		}
+	}
+}
+
+// localVolumes are claims+len(hosts) hostPath PersistentVolumes of
+// localClass, each with a required node affinity to one of hosts, taken
+// round-robin: one volume per claim and one spare on each node. A static
+// provisioner offers every node's disks, so there are more volumes than
+// claims; here the spares also keep the scheduler out of a dead end it
+// could otherwise reach with exactly one volume per claim: the last member
+// of a StatefulSet left with free volumes only on nodes its own members
+// hold, Pending for good under the anti-affinity.
+func localVolumes(set string, claims int, hosts []string) []*corev1.PersistentVolume {
+	pathType := corev1.HostPathDirectoryOrCreate
+	pvs := make([]*corev1.PersistentVolume, claims+len(hosts))
+	for i := range pvs {
+		name := fmt.Sprintf("bench-local-%s-%d", set, i)
+		pvs[i] = &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{volumeSetLabel: set}},
+			Spec: corev1.PersistentVolumeSpec{
+				Capacity:                      corev1.ResourceList{corev1.ResourceStorage: localVolumeSize},
+				AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+				StorageClassName:              localClass,
+				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
+					Path: "/tmp/bench-local/" + name, Type: &pathType,
+				}},
+				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{
+					NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{
+						Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{hosts[i%len(hosts)]},
+					}}}},
+				}},
+			},
+		}
+	}
+	return pvs
+}
+
+// deleteSpareVolumes deletes the volumes of set no claim took (once a run's
+// members are Ready), so every run starts with the same free volumes.
+func deleteSpareVolumes(ctx context.Context, kube kubernetes.Interface, set string) error {
+	l, err := kube.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{LabelSelector: volumeSetLabel + "=" + set})
+	if err != nil {
+		return err
+	}
+	for _, pv := range l.Items {
+		if pv.Spec.ClaimRef != nil {
+			continue
+		}
+		if err := kube.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting spare volume %s: %w", pv.Name, err)
+		}
+	}
+	return nil
 }
 
 // medians sets r's values to the medians of its samples.
@@ -226,15 +393,17 @@ func isReady(p *corev1.Pod) bool {
 // 2-member object in a quiet namespace to its first pod, while another
 // namespace floods the same controller: -flood one-member objects of the
 // kind created 16 at a time, the new object created once half of them are.
-// Each kind runs *readyRuns times with fresh namespaces; the flood objects
+// The kinds are floodKinds (no StatefulSet+PV: the case is about the
+// controller's queue, not the members' data). Each kind runs *readyRuns
+// times with fresh namespaces; the flood objects
 // stay (later runs see a larger backlog behind them, for both kinds alike).
 func floodCase(ctx context.Context, c *cluster.Cluster, k kindClients) (row, error) {
 	r := row{Case: fmt.Sprintf("first pod of a new 2-member object while %d others flood another namespace", *floodN), Unit: "ms",
 		Values: map[string]float64{}, Samples: map[string][]float64{}}
 	for run := range *readyRuns {
-		for _, kind := range turns(run) {
-			floodNS := fmt.Sprintf("flood-%d-%s", run, strings.ToLower(kind))
-			probeNS := fmt.Sprintf("probe-%d-%s", run, strings.ToLower(kind))
+		for _, kind := range turns(floodKinds, run) {
+			floodNS := fmt.Sprintf("flood-%d-%s", run, kindSlug(kind))
+			probeNS := fmt.Sprintf("probe-%d-%s", run, kindSlug(kind))
 			for _, ns := range []string{floodNS, probeNS} {
 				if err := newNamespace(ctx, c, ns); err != nil {
 					return r, err

@@ -1,0 +1,79 @@
+// File ready_test.go: unit tests of the readiness cases' pure parts: the
+// kinds' turns, the StatefulSet+PV kind's volumes and the table's ratios.
+
+package main
+
+import (
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+func TestTurnsRotate(t *testing.T) {
+	first := map[string]int{}
+	for run := range len(readyKinds) {
+		order := turns(readyKinds, run)
+		if got := slices.Sorted(slices.Values(order)); !slices.Equal(got, slices.Sorted(slices.Values(readyKinds))) {
+			t.Fatalf("run %d: order %v is not a permutation of %v", run, order, readyKinds)
+		}
+		first[order[0]]++
+	}
+	for _, k := range readyKinds {
+		if first[k] != 1 {
+			t.Errorf("%s went first in %d of %d runs, want 1", k, first[k], len(readyKinds))
+		}
+	}
+	if got := turns(floodKinds, 1); !slices.Equal(got, []string{tFlock, tSTS}) {
+		t.Errorf("two kinds, run 1: %v, want them swapped", got)
+	}
+	if readyKinds[0] != tSTS {
+		t.Errorf("turns changed its input: %v", readyKinds)
+	}
+}
+
+func TestLocalVolumesSpread(t *testing.T) {
+	hosts := []string{"node-1", "node-2", "node-3", "node-4"}
+	pvs := localVolumes("0-1", 6, hosts)
+	if len(pvs) != 6+len(hosts) {
+		t.Fatalf("%d volumes, want %d (one per claim, one spare per node)", len(pvs), 6+len(hosts))
+	}
+	perHost := map[string]int{}
+	names := map[string]bool{}
+	for _, pv := range pvs {
+		terms := pv.Spec.NodeAffinity.Required.NodeSelectorTerms
+		if len(terms) != 1 || len(terms[0].MatchExpressions) != 1 || terms[0].MatchExpressions[0].Key != corev1.LabelHostname ||
+			len(terms[0].MatchExpressions[0].Values) != 1 {
+			t.Fatalf("%s: node affinity %+v, want one hostname", pv.Name, terms)
+		}
+		perHost[terms[0].MatchExpressions[0].Values[0]]++
+		names[pv.Name] = true
+		if pv.Spec.StorageClassName != localClass || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain ||
+			pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != "/tmp/bench-local/"+pv.Name || pv.Labels[volumeSetLabel] != "0-1" {
+			t.Errorf("%s: %+v", pv.Name, pv.Spec)
+		}
+	}
+	if len(names) != len(pvs) {
+		t.Errorf("%d distinct names for %d volumes", len(names), len(pvs))
+	}
+	for _, h := range hosts {
+		if perHost[h] < 2 || perHost[h] > 3 {
+			t.Errorf("%s has %d volumes, want 2 or 3 (10 round-robin over 4 nodes)", h, perHost[h])
+		}
+	}
+}
+
+func TestReadyRatio(t *testing.T) {
+	r := row{Values: map[string]float64{tSTS: 100, tSTSPV: 400, tFlock: 200},
+		Samples: map[string][]float64{tSTS: {100, 50}, tSTSPV: {400, 500}, tFlock: {200, 250}}}
+	if got, want := readyRatio(r, tSTS), "(2.00) [2.00 5.00]"; got != want {
+		t.Errorf("vs StatefulSet: %q, want %q", got, want)
+	}
+	if got, want := readyRatio(r, tSTSPV), "(0.50) [0.50 0.50]"; got != want {
+		t.Errorf("vs StatefulSet+PV: %q, want %q", got, want)
+	}
+	delete(r.Values, tSTSPV)
+	if got := readyRatio(r, tSTSPV); got != "(-)" {
+		t.Errorf("without the anchor: %q, want (-)", got)
+	}
+}
