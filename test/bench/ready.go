@@ -176,6 +176,9 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, error) {
 					return nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
 				}
 				if kind == tSTSPV {
+					if err := checkLocalData(ctx, kube, ns); err != nil {
+						return nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
+					}
 					if err := deleteSpareVolumes(ctx, kube, volumes); err != nil {
 						return nil, err
 					}
@@ -307,6 +310,51 @@ func localVolumes(set string, claims int, hosts []string) []*corev1.PersistentVo
 		}
 	}
 	return pvs
+}
+
+// checkLocalData checks, after the timer, that the StatefulSet+PV kind was
+// what it stands for: every pod in ns runs on the node of the volume its
+// claim "data-<pod>" is bound to, and no two pods of one StatefulSet share a
+// node.
+func checkLocalData(ctx context.Context, kube kubernetes.Interface, ns string) error {
+	pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	taken := map[string]string{} // StatefulSet/node -> pod
+	for _, p := range pods.Items {
+		claim, err := kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-"+p.Name, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("pod %s: %w", p.Name, err)
+		}
+		if claim.Status.Phase != corev1.ClaimBound {
+			return fmt.Errorf("pod %s: claim %s is %s", p.Name, claim.Name, claim.Status.Phase)
+		}
+		pv, err := kube.CoreV1().PersistentVolumes().Get(ctx, claim.Spec.VolumeName, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("pod %s: %w", p.Name, err)
+		}
+		if host := volumeHost(pv); host != p.Spec.NodeName {
+			return fmt.Errorf("pod %s runs on %s, its volume %s is on %s", p.Name, p.Spec.NodeName, pv.Name, host)
+		}
+		key := p.Labels["app"] + "/" + p.Spec.NodeName
+		if other, ok := taken[key]; ok {
+			return fmt.Errorf("pods %s and %s of one StatefulSet both run on %s", other, p.Name, p.Spec.NodeName)
+		}
+		taken[key] = p.Name
+	}
+	return nil
+}
+
+// volumeHost is the node a volume of localVolumes is on ("" for any other
+// volume).
+func volumeHost(pv *corev1.PersistentVolume) string {
+	if a := pv.Spec.NodeAffinity; a != nil && a.Required != nil && len(a.Required.NodeSelectorTerms) == 1 {
+		if e := a.Required.NodeSelectorTerms[0].MatchExpressions; len(e) == 1 && e[0].Key == corev1.LabelHostname && len(e[0].Values) == 1 {
+			return e[0].Values[0]
+		}
+	}
+	return ""
 }
 
 // deleteSpareVolumes deletes the volumes of set no claim took (once a run's

@@ -41,12 +41,11 @@ func TestLocalVolumesSpread(t *testing.T) {
 	perHost := map[string]int{}
 	names := map[string]bool{}
 	for _, pv := range pvs {
-		terms := pv.Spec.NodeAffinity.Required.NodeSelectorTerms
-		if len(terms) != 1 || len(terms[0].MatchExpressions) != 1 || terms[0].MatchExpressions[0].Key != corev1.LabelHostname ||
-			len(terms[0].MatchExpressions[0].Values) != 1 {
-			t.Fatalf("%s: node affinity %+v, want one hostname", pv.Name, terms)
+		host := volumeHost(pv)
+		if host == "" {
+			t.Fatalf("%s: node affinity %+v, want one hostname", pv.Name, pv.Spec.NodeAffinity)
 		}
-		perHost[terms[0].MatchExpressions[0].Values[0]]++
+		perHost[host]++
 		names[pv.Name] = true
 		if pv.Spec.StorageClassName != localClass || pv.Spec.PersistentVolumeReclaimPolicy != corev1.PersistentVolumeReclaimRetain ||
 			pv.Spec.HostPath == nil || pv.Spec.HostPath.Path != "/tmp/bench-local/"+pv.Name || pv.Labels[volumeSetLabel] != "0-1" {
