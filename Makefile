@@ -75,7 +75,8 @@ bench:
 
 ## bench-e2e: Flock against a CRD of its shape and StatefulSets on the local
 ## control plane; prints a table with ratios, raw JSON in _output/bench-e2e.json.
-## Not part of `make test`. BENCH_FLAGS=-smoke for a tiny run, -scale=1000 for the full one.
+## Not part of `make test`. BENCH_FLAGS=-smoke for a tiny run, -scale=1000 for the full one,
+## -real-nodes=2 for the readiness comparison on two real nodes instead (root).
 BENCH_FLAGS ?=
 bench-e2e: tools build
 	$(GO) run ./test/bench $(BENCH_FLAGS)

@@ -6,8 +6,10 @@
 // StatefulSet without volumes and a StatefulSet+PV whose members each claim
 // a node-local PersistentVolume (a Flock member has one); then each
 // process's peak RSS. It prints one table with ratios and writes the
-// raw results as JSON. It is a measurement, not a pass/fail test: timings
-// on a shared machine are noisy, so compare the ratios of one run.
+// raw results as JSON. With -real-nodes=N the readiness comparison runs
+// instead on N real nodes (realnode.go). It is a measurement, not a
+// pass/fail test: timings on a shared machine are noisy, so compare the
+// ratios of one run.
 package main
 
 import (
@@ -63,6 +65,8 @@ var (
 	withAPI    = flag.Bool("api", true, "run the API cases (false: only the readiness cases)")
 	readyRuns  = flag.Int("runs", 3, "runs of each readiness case, the kinds (StatefulSet, StatefulSet+PV, Flock) taking turns (the table shows medians)")
 	floodN     = flag.Int("flood", 200, "objects flooding one namespace in the flood case, StatefulSet vs Flock (0: no flood case)")
+	realNodesN = flag.Int("real-nodes", 0, "run the readiness comparison on N real nodes (kubelet with containerd on this machine; needs root; 2 is what the e2e real lane runs, at most 8) "+
+		"instead of the kwok nodes: the one case is N members Parallel, each kind -runs times, and the kwok readiness and flood cases do not run (0: off)")
 )
 
 // clientQPS is the benchmark clients' rate limit, the same for every
@@ -81,15 +85,18 @@ type row struct {
 
 // results is what the JSON file holds.
 type results struct {
-	Started       time.Time          `json:"started"`
-	Machine       string             `json:"machine"`
-	ClientQPS     int                `json:"clientQPS"`
-	ControllerQPS int                `json:"controllerQPS"`
-	ReadyRuns     int                `json:"readyRuns"`
-	API           []row              `json:"api"`
-	Ready         []row              `json:"ready"`
-	PeakRSSMiB    map[string]float64 `json:"peakRSSMiB"`
-	Memory        []memoryStage      `json:"memory,omitempty"`
+	Started       time.Time `json:"started"`
+	Machine       string    `json:"machine"`
+	ClientQPS     int       `json:"clientQPS"`
+	ControllerQPS int       `json:"controllerQPS"`
+	ReadyRuns     int       `json:"readyRuns"`
+	RealNodes     int       `json:"realNodes,omitempty"`
+	API           []row     `json:"api"`
+	Ready         []row     `json:"ready"`
+	// Timeline is the real-node case's: when the last member passed each step.
+	Timeline   []row              `json:"timeline,omitempty"`
+	PeakRSSMiB map[string]float64 `json:"peakRSSMiB"`
+	Memory     []memoryStage      `json:"memory,omitempty"`
 }
 
 func main() {
@@ -118,8 +125,7 @@ func run() error {
 	}
 	qps := strconv.Itoa(*controlQPS)
 	burst := strconv.Itoa(2 * *controlQPS)
-	fmt.Fprintln(os.Stderr, "bench-e2e: bringing up the local control plane in", dir)
-	c, err := cluster.Up(ctx, cluster.Options{
+	opts := cluster.Options{
 		BinDir: filepath.Join(root, "_output", "bin"), WorkDir: dir, RepoRoot: root,
 		Nodes: 50, WithoutDNS: true,
 		// Both etcds without fsync: the local control plane's etcd runs
@@ -128,13 +134,23 @@ func run() error {
 			strings.Fields(*flockArgs)...),
 		FlockEnv:              strings.Fields(*flockEnv),
 		ControllerManagerArgs: []string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst},
-	})
+	}
+	var before cluster.MachineState
+	if *realNodesN > 0 {
+		if err := onlyRealNodes(&opts, *realNodesN); err != nil {
+			return err
+		}
+		before = cluster.SnapshotMachine(opts.BinDir)
+	}
+	fmt.Fprintln(os.Stderr, "bench-e2e: bringing up the local control plane in", dir)
+	c, err := cluster.Up(ctx, opts)
 	if err != nil {
 		return err
 	}
 	defer c.Down()
 
-	res := &results{Started: time.Now().UTC(), Machine: machine(), ClientQPS: clientQPS, ControllerQPS: *controlQPS, ReadyRuns: *readyRuns}
+	res := &results{Started: time.Now().UTC(), Machine: machine(), ClientQPS: clientQPS, ControllerQPS: *controlQPS, ReadyRuns: *readyRuns,
+		RealNodes: len(c.RealNodes())}
 	if *memoryN > 0 {
 		if res.Memory, err = memoryCase(ctx, c, *memoryN, *heapPath); err != nil {
 			return err
@@ -158,14 +174,20 @@ func run() error {
 		}
 	}
 	if !*apiOnly {
-		if res.Ready, err = readyCases(ctx, c); err != nil {
+		if res.Ready, res.Timeline, err = readyCases(ctx, c); err != nil {
 			return err
 		}
 	}
 	res.PeakRSSMiB = peakRSS(c)
 
 	printTable(res)
-	return writeResults(res)
+	if err := writeResults(res); err != nil {
+		return err
+	}
+	if res.RealNodes > 0 {
+		return checkTeardown(c, before)
+	}
+	return nil
 }
 
 // writeResults writes the raw results as JSON to -out.
@@ -585,6 +607,11 @@ func printTable(res *results) {
 		}
 		fmt.Printf("| %s |\n", strings.Join(cells, " | "))
 	}
+	if res.RealNodes > 0 {
+		fmt.Printf("On %d real nodes (kubelet with containerd on this machine, no kwok node; only the real-node case ran):\n"+
+			"every member pod runs %s (it idles), each Flock member's prepare helper too; StatefulSet+PV volumes are\n"+
+			"hostPath directories under each node's own data root.\n", res.RealNodes, cluster.TestImage)
+	}
 	if len(res.Ready) > 0 {
 		fmt.Printf("\nMedians of %d runs; ratio = Flock time / anchor time (below 1 is better), each run's ratio in brackets.\n"+
 			"StatefulSet: no volumes. StatefulSet+PV: a claim per member from StorageClass %s (WaitForFirstConsumer), bound to one of\n"+
@@ -612,6 +639,7 @@ func printTable(res *results) {
 	if partial {
 		fmt.Printf("\n-: not run in that case (the flood case runs %s).\n", strings.Join(floodKinds, " and "))
 	}
+	printTimeline(res.Timeline)
 	fmt.Printf("\nPeak RSS (MiB):")
 	names := make([]string, 0, len(res.PeakRSSMiB))
 	for n := range res.PeakRSSMiB {

@@ -3,6 +3,7 @@
 // PersistentVolumes (StatefulSet+PV) and Flocks, each case run -runs times with the kinds
 // taking turns (the table shows medians), and the flood case (StatefulSet and Flock only):
 // time to a new object's first pod while another namespace floods the controller with creates.
+// With -real-nodes=N the one case is N members Parallel on N real nodes (realnode.go).
 
 package main
 
@@ -10,6 +11,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -62,6 +65,9 @@ var localVolumeSize = resource.MustParse("1Gi")
 type kindClients struct {
 	kube  kubernetes.Interface
 	flock flockclient.Interface
+	// realNodes: the members run on real nodes (onRealNodes), the Flock's
+	// with their data directory mounted at /data as the StatefulSet+PV's.
+	realNodes bool
 }
 
 // create creates object name of kind in ns with members members.
@@ -75,14 +81,23 @@ func (k kindClients) create(ctx context.Context, kind, ns, name string, members 
 		if kind == tSTSPV {
 			build = benchStatefulSetPV
 		}
-		_, err := k.kube.AppsV1().StatefulSets(ns).Create(ctx, build(ns, name, members, policy), metav1.CreateOptions{})
+		s := build(ns, name, members, policy)
+		if k.realNodes {
+			onRealNodes(&s.Spec.Template.Spec)
+		}
+		_, err := k.kube.AppsV1().StatefulSets(ns).Create(ctx, s, metav1.CreateOptions{})
 		return err
 	}
 	policy := flockv1alpha1.ParallelPodManagement
 	if ordered {
 		policy = flockv1alpha1.OrderedReadyPodManagement
 	}
-	_, err := k.flock.FlockV1alpha1().Flocks(ns).Create(ctx, benchFlock(ns, name, members, policy), metav1.CreateOptions{})
+	f := benchFlock(ns, name, members, policy)
+	if k.realNodes {
+		onRealNodes(&f.Spec.Template.Spec)
+		f.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
+	}
+	_, err := k.flock.FlockV1alpha1().Flocks(ns).Create(ctx, f, metav1.CreateOptions{})
 	return err
 }
 
@@ -113,8 +128,10 @@ func (k kindClients) readyReplicas(ctx context.Context, kind, ns string) (int32,
 // status.readyReplicas) for each of readyKinds, then the flood case. Each
 // case runs *readyRuns times; a row holds the medians, and its samples
 // every run's time. The StatefulSet+PV kind's volumes are made before its
-// timer starts (prepareLocalVolumes).
-func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, error) {
+// timer starts (prepareLocalVolumes). On real nodes (-real-nodes) the one
+// case is N members Parallel on the N real nodes, without the flood case,
+// and the second result is its timeline (the steps of its members).
+func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, []row, error) {
 	type readyCase struct {
 		name      string
 		objects   int
@@ -130,19 +147,30 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, error) {
 	if *scaleN > 0 {
 		cases = append(cases, readyCase{name: fmt.Sprintf("%d x 3 Parallel, %d nodes", *scaleN, max(*scaleN, 50)), objects: *scaleN, members: 3, nodeCount: *scaleN})
 	}
+	// The StatefulSet+PV volumes' host directory; on real nodes it is
+	// under the data root, which each node has of its own in the work
+	// directory (cluster.RealNode.DataDir).
+	volumeDir := "/tmp/bench-local"
+	onReal := len(c.RealNodes()) > 0
+	if onReal {
+		n := len(c.RealNodes())
+		cases = []readyCase{{name: fmt.Sprintf("%d members Parallel, %d real nodes", n, n), objects: 1, members: int32(n)}}
+		volumeDir = filepath.Join(c.DataRoot(), "bench-local")
+	}
 	kube, fc, err := benchClients(c)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	k := kindClients{kube: kube, flock: fc}
+	k := kindClients{kube: kube, flock: fc, realNodes: onReal}
 	if err := ensureLocalClass(ctx, kube); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var rows []row
+	var steps timelineRows
 	for ci, rc := range cases {
 		for i := len(c.NodeNames); i < rc.nodeCount; i++ {
 			if _, err := c.AddNode(ctx, fmt.Sprintf("scale-%d", i), nil, nil); err != nil {
-				return nil, fmt.Errorf("adding node %d: %w", i, err)
+				return nil, nil, fmt.Errorf("adding node %d: %w", i, err)
 			}
 		}
 		pods := row{Case: "ready: " + rc.name, Unit: "ms", Values: map[string]float64{}, Samples: map[string][]float64{}}
@@ -151,12 +179,18 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, error) {
 			for _, kind := range turns(readyKinds, run) {
 				ns := fmt.Sprintf("ready-%d-%d-%s", ci, run, kindSlug(kind))
 				if err := newNamespace(ctx, c, ns); err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				volumes := fmt.Sprintf("%d-%d", ci, run)
 				if kind == tSTSPV {
-					if err := prepareLocalVolumes(ctx, kube, volumes, rc.objects*int(rc.members)); err != nil {
-						return nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
+					if err := prepareLocalVolumes(ctx, kube, volumes, volumeDir, rc.objects*int(rc.members)); err != nil {
+						return nil, nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
+					}
+				}
+				var tl *timeline
+				if onReal {
+					if tl, err = watchTimeline(ctx, kube, ns); err != nil {
+						return nil, nil, err
 					}
 				}
 				var profiled chan error
@@ -164,6 +198,7 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, error) {
 					profiled = make(chan error, 1)
 					go func() { profiled <- cpuProfile(ctx, c, 10, *profile) }()
 				}
+				start := time.Now()
 				t, err := timeToReady(ctx, kube, ns, rc.objects, rc.members,
 					func(i int) error { return k.create(ctx, kind, ns, fmt.Sprintf("r-%d", i), rc.members, rc.ordered) },
 					func() (int32, error) { return k.readyReplicas(ctx, kind, ns) })
@@ -172,15 +207,19 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, error) {
 						fmt.Fprintln(os.Stderr, "bench-e2e: no CPU profile:", perr)
 					}
 				}
+				if tl != nil {
+					tl.close()
+					steps.add(kind, tl.last(start, int(rc.members)))
+				}
 				if err != nil {
-					return nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
+					return nil, nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
 				}
 				if kind == tSTSPV {
 					if err := checkLocalData(ctx, kube, ns); err != nil {
-						return nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
+						return nil, nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
 					}
 					if err := deleteSpareVolumes(ctx, kube, volumes); err != nil {
-						return nil, err
+						return nil, nil, err
 					}
 				}
 				pods.Samples[kind] = append(pods.Samples[kind], float64(t.pods.Milliseconds()))
@@ -190,14 +229,14 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, error) {
 		rows = append(rows, pods.medians(), status.medians())
 		fmt.Fprintf(os.Stderr, "bench-e2e: %s done\n", rc.name)
 	}
-	if *floodN > 0 {
+	if *floodN > 0 && !onReal {
 		flood, err := floodCase(ctx, c, k)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		rows = append(rows, flood)
 	}
-	return rows, nil
+	return rows, steps.result(), nil
 }
 
 // turns returns the order kinds take in run number run: the order rotates
@@ -232,10 +271,10 @@ const volumeSetLabel = "bench.flock.dev/volume-set"
 
 // prepareLocalVolumes does the admin's part of the StatefulSet+PV kind, as a
 // static local provisioner would have before anyone creates a StatefulSet:
-// it makes the PersistentVolumes of localVolumes for the cluster's nodes,
-// labelled with set, and waits until kube-controller-manager's
+// it makes the PersistentVolumes of localVolumes in dir for the cluster's
+// nodes, labelled with set, and waits until kube-controller-manager's
 // PersistentVolume controller has made every one Available.
-func prepareLocalVolumes(ctx context.Context, kube kubernetes.Interface, set string, claims int) error {
+func prepareLocalVolumes(ctx context.Context, kube kubernetes.Interface, set, dir string, claims int) error {
 	nodes, err := kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
@@ -250,7 +289,7 @@ func prepareLocalVolumes(ctx context.Context, kube kubernetes.Interface, set str
 		return fmt.Errorf("no node has label %s", corev1.LabelHostname)
 	}
 	slices.Sort(hosts)
-	pvs := localVolumes(set, claims, hosts)
+	pvs := localVolumes(set, dir, claims, hosts)
 	if _, err := parallel(len(pvs), 16, func(i int) error {
 		_, err := kube.CoreV1().PersistentVolumes().Create(ctx, pvs[i], metav1.CreateOptions{})
 		return err
@@ -279,14 +318,14 @@ func prepareLocalVolumes(ctx context.Context, kube kubernetes.Interface, set str
 }
 
 // localVolumes are claims+len(hosts) hostPath PersistentVolumes of
-// localClass, each with a required node affinity to one of hosts, taken
-// round-robin: one volume per claim and one spare on each node. A static
-// provisioner offers every node's disks, so there are more volumes than
-// claims; here the spares also keep the scheduler out of a dead end it
-// could otherwise reach with exactly one volume per claim: the last member
-// of a StatefulSet left with free volumes only on nodes its own members
-// hold, Pending for good under the anti-affinity.
-func localVolumes(set string, claims int, hosts []string) []*corev1.PersistentVolume {
+// localClass, dir/<name> on their node, each with a required node affinity
+// to one of hosts, taken round-robin: one volume per claim and one spare
+// on each node. A static provisioner offers every node's disks, so there
+// are more volumes than claims; here the spares also keep the scheduler
+// out of a dead end it could otherwise reach with exactly one volume per
+// claim: the last member of a StatefulSet left with free volumes only on
+// nodes its own members hold, Pending for good under the anti-affinity.
+func localVolumes(set, dir string, claims int, hosts []string) []*corev1.PersistentVolume {
 	pathType := corev1.HostPathDirectoryOrCreate
 	pvs := make([]*corev1.PersistentVolume, claims+len(hosts))
 	for i := range pvs {
@@ -299,7 +338,7 @@ func localVolumes(set string, claims int, hosts []string) []*corev1.PersistentVo
 				PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
 				StorageClassName:              localClass,
 				PersistentVolumeSource: corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{
-					Path: "/tmp/bench-local/" + name, Type: &pathType,
+					Path: path.Join(dir, name), Type: &pathType,
 				}},
 				NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{
 					NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{

@@ -34,7 +34,7 @@ func TestTurnsRotate(t *testing.T) {
 
 func TestLocalVolumesSpread(t *testing.T) {
 	hosts := []string{"node-1", "node-2", "node-3", "node-4"}
-	pvs := localVolumes("0-1", 6, hosts)
+	pvs := localVolumes("0-1", "/tmp/bench-local", 6, hosts)
 	if len(pvs) != 6+len(hosts) {
 		t.Fatalf("%d volumes, want %d (one per claim, one spare per node)", len(pvs), 6+len(hosts))
 	}

@@ -1,0 +1,252 @@
+// File realnode.go: the real-node readiness case of bench-e2e (-real-nodes=N): the
+// control plane runs N real nodes (kubelet with containerd on this machine, test/cluster's
+// realnode.go) and no kwok node, and the three readiness kinds create N members Parallel of
+// the offline test image there, so every member pod, and every Flock member's prepare
+// helper, is a real container. It also records when each member passed each step (claim
+// Bound, helper done, pod scheduled, container started, Ready) for the timeline table, and
+// checks after the teardown that the machine is as it was before.
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	flockcontroller "flock.dev/flock/pkg/controller/flock"
+	"flock.dev/flock/test/cluster"
+)
+
+// realGracePeriod is the member pods' termination grace on real nodes, so
+// the teardown's drain is quick (the test image exits on SIGTERM anyway).
+const realGracePeriod = int64(2)
+
+// onlyRealNodes sets opts up for the real-node case: n real nodes and no
+// kwok node (so no toleration or node selector is needed and the kinds
+// compare on the same nodes), the cluster DNS the real nodes need, the
+// members' data root under the work directory, and the offline test image
+// as the Flock helpers' image (no registry is reachable). It fails with
+// the reason when this machine cannot run real nodes.
+func onlyRealNodes(opts *cluster.Options, n int) error {
+	if err := cluster.RealNodeSupport(opts.BinDir); err != nil {
+		return fmt.Errorf("-real-nodes=%d: %w", n, err)
+	}
+	opts.Nodes = -1
+	opts.RealNodes = n
+	opts.WithoutDNS = false
+	opts.DataRoot = filepath.Join(opts.WorkDir, "data")
+	opts.FlockArgs = append([]string{"--helper-image=" + cluster.TestImage}, opts.FlockArgs...)
+	return nil
+}
+
+// onRealNodes makes spec, a member pod template's, run on a real node: the
+// offline test image with its default command (it idles), never pulled.
+func onRealNodes(spec *corev1.PodSpec) {
+	c := &spec.Containers[0]
+	c.Image, c.Command, c.ImagePullPolicy = cluster.TestImage, nil, corev1.PullNever
+	spec.TerminationGracePeriodSeconds = ptr.To(realGracePeriod)
+}
+
+// checkTeardown stops c and reports what of the machine differs from
+// before, the state SnapshotMachine took before the real nodes started.
+func checkTeardown(c *cluster.Cluster, before cluster.MachineState) error {
+	if err := c.Down(); err != nil {
+		return fmt.Errorf("stopping the control plane and its real nodes: %w", err)
+	}
+	if diff := cluster.SnapshotMachine(c.BinDir()).Diff(before); len(diff) > 0 {
+		return fmt.Errorf("the machine differs after the real nodes' teardown:\n  %s", strings.Join(diff, "\n  "))
+	}
+	return nil
+}
+
+// The steps of a member the timeline records, in their order.
+const (
+	stepClaimBound    = "claims Bound"
+	stepHelperCreated = "prepare helpers created"
+	stepHelperDone    = "prepare helpers done"
+	stepPodCreated    = "member pods created"
+	stepPodScheduled  = "member pods on a node"
+	stepPodStarted    = "member containers started"
+	stepPodReady      = "member pods Ready"
+)
+
+var timelineSteps = []string{stepClaimBound, stepHelperCreated, stepHelperDone, stepPodCreated, stepPodScheduled, stepPodStarted, stepPodReady}
+
+// timeline records, from watches, when each object of one run first
+// passed each step.
+type timeline struct {
+	mu   sync.Mutex
+	seen map[string]map[string]time.Time // step -> object -> first seen
+	stop []func()
+	done sync.WaitGroup
+}
+
+// watchTimeline starts watching the member pods and claims of ns and the
+// Flock prepare helpers working for ns (in the helpers' namespace).
+func watchTimeline(ctx context.Context, kube kubernetes.Interface, ns string) (*timeline, error) {
+	tl := &timeline{seen: map[string]map[string]time.Time{}}
+	helpers := metav1.ListOptions{LabelSelector: flockcontroller.LabelHelper + "=" + flockcontroller.HelperPrepare +
+		"," + flockcontroller.LabelFlockNamespace + "=" + ns}
+	watches := []struct {
+		open    func() (watch.Interface, error)
+		observe func(ev watch.Event)
+	}{
+		{func() (watch.Interface, error) { return kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{}) }, tl.memberPod},
+		{func() (watch.Interface, error) {
+			return kube.CoreV1().Pods(flockcontroller.DefaultHelperNamespace).Watch(ctx, helpers)
+		}, tl.helperPod},
+		{func() (watch.Interface, error) {
+			return kube.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, metav1.ListOptions{})
+		}, tl.claim},
+	}
+	for _, w := range watches {
+		wi, err := w.open()
+		if err != nil {
+			tl.close()
+			return nil, err
+		}
+		tl.stop = append(tl.stop, wi.Stop)
+		tl.done.Go(func() {
+			for ev := range wi.ResultChan() {
+				w.observe(ev)
+			}
+		})
+	}
+	return tl, nil
+}
+
+// close stops the watches and waits for their readers.
+func (tl *timeline) close() {
+	for _, stop := range tl.stop {
+		stop()
+	}
+	tl.done.Wait()
+}
+
+// mark records that object passed step now, unless it had before.
+func (tl *timeline) mark(step, object string) {
+	at := time.Now()
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if tl.seen[step] == nil {
+		tl.seen[step] = map[string]time.Time{}
+	}
+	if _, ok := tl.seen[step][object]; !ok {
+		tl.seen[step][object] = at
+	}
+}
+
+func (tl *timeline) memberPod(ev watch.Event) {
+	p, ok := ev.Object.(*corev1.Pod)
+	if !ok || ev.Type == watch.Deleted {
+		return
+	}
+	tl.mark(stepPodCreated, p.Name)
+	if p.Spec.NodeName != "" {
+		tl.mark(stepPodScheduled, p.Name)
+	}
+	if cs := p.Status.ContainerStatuses; len(cs) > 0 && !slices.ContainsFunc(cs, func(s corev1.ContainerStatus) bool { return s.State.Running == nil }) {
+		tl.mark(stepPodStarted, p.Name)
+	}
+	if isReady(p) {
+		tl.mark(stepPodReady, p.Name)
+	}
+}
+
+// helperPod records a prepare helper's creation and its end: Succeeded, or
+// deleted (the controller deletes it once done; the watch may not show
+// the Succeeded state before).
+func (tl *timeline) helperPod(ev watch.Event) {
+	p, ok := ev.Object.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	tl.mark(stepHelperCreated, p.Name)
+	if p.Status.Phase == corev1.PodSucceeded || ev.Type == watch.Deleted {
+		tl.mark(stepHelperDone, p.Name)
+	}
+}
+
+func (tl *timeline) claim(ev watch.Event) {
+	pvc, ok := ev.Object.(*corev1.PersistentVolumeClaim)
+	if ok && ev.Type != watch.Deleted && pvc.Status.Phase == corev1.ClaimBound {
+		tl.mark(stepClaimBound, pvc.Name)
+	}
+}
+
+// last returns, for each step that members objects passed, how long after
+// start the last of them did (a step fewer passed, e.g. claims of a kind
+// without any, is left out).
+func (tl *timeline) last(start time.Time, members int) map[string]time.Duration {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	out := map[string]time.Duration{}
+	for step, objs := range tl.seen {
+		if len(objs) < members {
+			continue
+		}
+		out[step] = slices.MaxFunc(slices.Collect(maps.Values(objs)), time.Time.Compare).Sub(start)
+	}
+	return out
+}
+
+// timelineRows are one row per step, each kind's samples the time the
+// last member passed the step in each run; add collects them.
+type timelineRows struct{ rows map[string]*row }
+
+func (t *timelineRows) add(kind string, steps map[string]time.Duration) {
+	if t.rows == nil {
+		t.rows = map[string]*row{}
+	}
+	for step, d := range steps {
+		r := t.rows[step]
+		if r == nil {
+			r = &row{Case: "timeline: " + step, Unit: "ms", Values: map[string]float64{}, Samples: map[string][]float64{}}
+			t.rows[step] = r
+		}
+		r.Samples[kind] = append(r.Samples[kind], float64(d.Microseconds())/1000)
+	}
+}
+
+// result returns the rows in the steps' order, with medians.
+func (t *timelineRows) result() []row {
+	var out []row
+	for _, step := range timelineSteps {
+		if r := t.rows[step]; r != nil {
+			out = append(out, r.medians())
+		}
+	}
+	return out
+}
+
+// printTimeline prints the real-node case's timeline table: for each step,
+// the time after create at which the last member passed it, per kind.
+func printTimeline(rows []row) {
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Printf("\nTimeline of the real-node case: ms after create at which the last member passed each step, medians\n"+
+		"(as seen by watches; -: no such step for that kind).\n\n| step | %s |\n|---|---|---|---|\n", strings.Join(readyKinds, " | "))
+	for _, r := range rows {
+		cells := []string{strings.TrimPrefix(r.Case, "timeline: ")}
+		for _, kind := range readyKinds {
+			if v, ok := r.Values[kind]; ok {
+				cells = append(cells, fmt.Sprintf("%.0f", v))
+			} else {
+				cells = append(cells, "-")
+			}
+		}
+		fmt.Printf("| %s |\n", strings.Join(cells, " | "))
+	}
+}
