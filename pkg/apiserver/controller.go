@@ -49,6 +49,12 @@ type embeddedController struct {
 	// budgets keeps every Flock's PodDisruptionBudget.
 	budgets    *flockcontroller.DisruptionBudgetController
 	kubeClient kubernetes.Interface
+	// leaseClient, not fenced, keeps the leader election lease and records
+	// events.
+	leaseClient kubernetes.Interface
+	// fence refuses the controller's writes while this replica does not
+	// hold a freshly renewed lease.
+	fence *writeFence
 	// informers are the controller's own, on the core cluster.
 	informers kubeinformers.SharedInformerFactory
 	recorder  record.EventRecorder
@@ -69,15 +75,26 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 	if coreConfig == nil {
 		return nil, fmt.Errorf("the Flock controller needs a core cluster (--kubeconfig or in-cluster config)")
 	}
+	fence := &writeFence{}
+	registerFenceMetrics()
+	if cfg.LeaderElection.LeaderElect {
+		fence.set(func() error { return errNoLease }) // until the first term
+	}
 	kc := rest.CopyConfig(coreConfig)
 	kc.QPS, kc.Burst = cfg.QPS, cfg.Burst
 	kc.UserAgent = "flock-controller"
+	leaseClient, err := kubernetes.NewForConfig(kc)
+	if err != nil {
+		return nil, err
+	}
+	kc.Wrap(fence.wrap)
 	kubeClient, err := kubernetes.NewForConfig(kc)
 	if err != nil {
 		return nil, err
 	}
 	lc := rest.CopyConfig(loopback)
 	lc.UserAgent = "flock-controller"
+	lc.Wrap(fence.wrap)
 	flockClient, err := versioned.NewForConfig(lc)
 	if err != nil {
 		return nil, err
@@ -103,7 +120,7 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 	if err != nil {
 		return nil, err
 	}
-	return &embeddedController{config: cfg, controller: c, budgets: budgets, kubeClient: kubeClient, informers: kubeFactory, recorder: recorder, broadcast: broadcast}, nil
+	return &embeddedController{config: cfg, controller: c, budgets: budgets, kubeClient: kubeClient, leaseClient: leaseClient, fence: fence, informers: kubeFactory, recorder: recorder, broadcast: broadcast}, nil
 }
 
 // newEventBroadcaster is the controllers' event broadcaster, with
@@ -145,7 +162,9 @@ func (e *embeddedController) start(hookCtx genericapiserver.PostStartHookContext
 	ctx2 := klog.NewContext(ctx, logger)
 	e.informers.Start(ctx.Done())
 	e.broadcast.StartStructuredLogging(3)
-	e.broadcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.kubeClient.CoreV1().Events("")})
+	// Events go without the fence: the sink retries a refused write for
+	// minutes, holding back every later event.
+	e.broadcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.leaseClient.CoreV1().Events("")})
 	go func() {
 		<-ctx.Done()
 		e.broadcast.Shutdown()
@@ -173,7 +192,7 @@ func (e *embeddedController) start(hookCtx genericapiserver.PostStartHookContext
 	hostname, _ := os.Hostname()
 	id := hostname + "_" + string(uuid.NewUUID())
 	lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
-		e.kubeClient.CoreV1(), e.kubeClient.CoordinationV1(),
+		e.leaseClient.CoreV1(), e.leaseClient.CoordinationV1(),
 		resourcelock.ResourceLockConfig{Identity: id, EventRecorder: e.recorder})
 	if err != nil {
 		return fmt.Errorf("leader election lock: %w", err)
@@ -209,6 +228,7 @@ func (e *embeddedController) start(hookCtx genericapiserver.PostStartHookContext
 	if err != nil {
 		return err
 	}
+	e.fence.set(leaseCheck(elector, le.LeaseDuration.Duration, le.RenewDeadline.Duration))
 	go campaign(ctx, elector, le.RetryPeriod.Duration)
 	return nil
 }

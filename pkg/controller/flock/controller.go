@@ -257,7 +257,7 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	if apierrors.IsNotFound(err) {
 		logger.V(2).Info("Flock has been deleted", "flock", klog.KRef(namespace, name))
 		deleteMemberMetrics(key)
-		return nil
+		return c.control.SweepStrays(ctx, namespace, name)
 	}
 	if err != nil {
 		return err

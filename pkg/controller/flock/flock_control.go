@@ -26,6 +26,9 @@ type FlockControl interface {
 	// and the orphans its selector matches, from the cache (read-only).
 	// now is the time the sync started.
 	Sync(ctx context.Context, flock *v1alpha1.Flock, pods []*corev1.Pod, now time.Time) (Result, error)
+	// SweepStrays deletes what a gone Flock of that name left that only
+	// a replica without the lease can have made (strays.go).
+	SweepStrays(ctx context.Context, namespace, name string) error
 }
 
 // Result is what one Sync tells the loop.
