@@ -29,6 +29,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -45,27 +46,28 @@ import (
 
 // Sizes and rates; flags.
 var (
-	outPath    = flag.String("out", "_output/bench-e2e.json", "where the raw results go (JSON)")
-	workDir    = flag.String("workdir", "", "the control plane's work directory (default: a temporary one)")
-	createN    = flag.Int("create", 200, "objects created per create case")
-	getN       = flag.Int("get", 1000, "GETs in the get case")
-	listSize   = flag.Int("list", 2000, "objects in the LIST case")
-	watchN     = flag.Int("watch", 20, "create->watch samples")
-	scaleN     = flag.Int("scale", 100, "the scale case: N nodes and N objects x 3 members (the issue's full size is 1000)")
-	controlQPS = flag.Int("controller-qps", 200, "client QPS of both the Flock controller and kube-controller-manager (burst 2x)")
-	profile    = flag.String("profile", "_output/bench-e2e-flock-apiserver.pprof", "where a CPU profile of flock-apiserver during the Flock 50 x 3 case goes (empty: none)")
-	apiProfile = flag.Int("api-profile", 0, "after the API cases, profile flock-apiserver and kube-apiserver (CPU) for this many seconds of Flock creates and of gets, each c=16 through the aggregator and direct (0: none)")
-	flockArgs  = flag.String("flock-args", "", "extra flock-apiserver flags, space-separated (for experiments, e.g. --disable-admission-plugins=FlockMemberDryRun)")
-	flockEnv   = flag.String("flock-env", "", "extra environment of flock-apiserver, space-separated NAME=value (e.g. GOMEMLIMIT=200MiB)")
-	apiOnly    = flag.Bool("api-only", false, "run only the API cases (no readiness cases)")
-	memoryN    = flag.Int("memory", 0, "run only the memory case: N nodes, N Flocks x 3, 3N unrelated pods; resident sets after each stage (the issue's size is 1000)")
-	memoryWait = flag.Duration("memory-wait", 45*time.Minute, "how long the memory case waits for the members to be Ready before it measures anyway (the stage then says how many were)")
-	heapPath   = flag.String("heap-profile", "_output/bench-e2e-memory-heap.pprof", "where heap profiles of flock-apiserver after each stage of the memory case go (-<stage> added; empty: none)")
-	smoke      = flag.Bool("smoke", false, "tiny sizes (CI smoke): checks the bench runs, numbers mean little")
-	withAPI    = flag.Bool("api", true, "run the API cases (false: only the readiness cases)")
-	readyRuns  = flag.Int("runs", 3, "runs of each readiness case, the kinds (StatefulSet, StatefulSet+PV, Flock) taking turns (the table shows medians)")
-	floodN     = flag.Int("flood", 200, "objects flooding one namespace in the flood case, StatefulSet vs Flock (0: no flood case)")
-	realNodesN = flag.Int("real-nodes", 0, "run the readiness comparison on N real nodes (kubelet with containerd on this machine; needs root; 2 is what the e2e real lane runs, at most 8) "+
+	outPath      = flag.String("out", "_output/bench-e2e.json", "where the raw results go (JSON)")
+	workDir      = flag.String("workdir", "", "the control plane's work directory (default: a temporary one)")
+	createN      = flag.Int("create", 200, "objects created per create case")
+	getN         = flag.Int("get", 1000, "GETs in the get case")
+	listSize     = flag.Int("list", 2000, "objects in the LIST case")
+	watchN       = flag.Int("watch", 20, "create->watch samples")
+	scaleN       = flag.Int("scale", 100, "the scale case: N nodes and N objects x 3 members (the issue's full size is 1000)")
+	controlQPS   = flag.Int("controller-qps", 200, "client QPS of both the Flock controller and kube-controller-manager (burst 2x)")
+	profile      = flag.String("profile", "_output/bench-e2e-flock-apiserver.pprof", "where a CPU profile of flock-apiserver during the Flock 50 x 3 case goes (empty: none)")
+	apiProfile   = flag.Int("api-profile", 0, "after the API cases, profile flock-apiserver and kube-apiserver (CPU) for this many seconds of Flock creates and of gets, each c=16 through the aggregator and direct (0: none)")
+	flockArgs    = flag.String("flock-args", "", "extra flock-apiserver flags, space-separated (for experiments, e.g. --disable-admission-plugins=FlockMemberDryRun)")
+	flockEnv     = flag.String("flock-env", "", "extra environment of flock-apiserver, space-separated NAME=value (e.g. GOMEMLIMIT=200MiB)")
+	apiOnly      = flag.Bool("api-only", false, "run only the API cases (no readiness cases)")
+	memoryN      = flag.Int("memory", 0, "run only the memory case: N nodes, N Flocks x 3, 3N unrelated pods; resident sets after each stage (the issue's size is 1000)")
+	memoryWait   = flag.Duration("memory-wait", 45*time.Minute, "how long the memory case waits for the members to be Ready before it measures anyway (the stage then says how many were)")
+	heapPath     = flag.String("heap-profile", "_output/bench-e2e-memory-heap.pprof", "where heap profiles of flock-apiserver after each stage of the memory case go (-<stage> added; empty: none)")
+	smoke        = flag.Bool("smoke", false, "tiny sizes (CI smoke): checks the bench runs, numbers mean little")
+	withAPI      = flag.Bool("api", true, "run the API cases (false: only the readiness cases)")
+	readyTimeout = flag.Duration("ready-timeout", 10*time.Minute, "how long a readiness run waits for all members to be Ready; a run that is not is recorded as such (its namespace deleted) and the next runs go on")
+	readyRuns    = flag.Int("runs", 3, "runs of each readiness case, the kinds (StatefulSet, StatefulSet+PV, Flock) taking turns (the table shows medians)")
+	floodN       = flag.Int("flood", 200, "objects flooding one namespace in the flood case, StatefulSet vs Flock (0: no flood case)")
+	realNodesN   = flag.Int("real-nodes", 0, "run the readiness comparison on N real nodes (kubelet with containerd on this machine; needs root; 2 is what the e2e real lane runs, at most 8) "+
 		"instead of the kwok nodes: the one case is N members Parallel, each kind -runs times, and the kwok readiness and flood cases do not run (0: off)")
 )
 
@@ -81,6 +83,9 @@ type row struct {
 	Values map[string]float64 `json:"values"`
 	// Samples are the values of each run where Values are their medians.
 	Samples map[string][]float64 `json:"samples,omitempty"`
+	// Unfinished says, by kind, why a readiness run has no sample (its
+	// members were not all Ready within -ready-timeout).
+	Unfinished map[string]string `json:"unfinished,omitempty"`
 }
 
 // results is what the JSON file holds.
@@ -467,6 +472,26 @@ func parallel(n, c int, fn func(i int) error) (float64, error) {
 	return float64(n) / time.Since(start).Seconds(), nil
 }
 
+// deleteNamespace deletes namespace name and waits (at most 10 minutes)
+// until it and its pods are gone.
+func deleteNamespace(ctx context.Context, c *cluster.Cluster, name string) error {
+	if err := c.Kube.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(time.Second) {
+		_, err := c.Kube.CoreV1().Namespaces().Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("namespace %s not gone after 10 minutes", name)
+		}
+	}
+}
+
 func newNamespace(ctx context.Context, c *cluster.Cluster, name string) error {
 	_, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	return err
@@ -627,6 +652,9 @@ func printTable(res *results) {
 			if _, ok := r.Values[kind]; ok {
 				cells[len(cells)-1] = fmt.Sprintf("%.0f", r.Values[kind])
 			}
+			if why, ok := r.Unfinished[kind]; ok {
+				cells[len(cells)-1] += " (" + why + ")"
+			}
 		}
 		for _, anchor := range []string{tSTS, tSTSPV} {
 			cells[len(cells)-1] += " " + readyRatio(r, anchor)
@@ -674,7 +702,7 @@ func cell(r row, t, anchor string) string {
 // medians' then each run's: "(0.97) [0.91 1.02 0.97]" (no brackets with a
 // single run; "(-)" when the row has no such anchor).
 func readyRatio(r row, anchor string) string {
-	if r.Values[anchor] == 0 {
+	if r.Values[anchor] == 0 || r.Values[tFlock] == 0 {
 		return "(-)"
 	}
 	s := fmt.Sprintf("(%.2f)", r.Values[tFlock]/r.Values[anchor])

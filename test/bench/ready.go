@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path"
@@ -173,7 +174,7 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, []row, error) {
 				return nil, nil, fmt.Errorf("adding node %d: %w", i, err)
 			}
 		}
-		pods := row{Case: "ready: " + rc.name, Unit: "ms", Values: map[string]float64{}, Samples: map[string][]float64{}}
+		pods := row{Case: "ready: " + rc.name, Unit: "ms", Values: map[string]float64{}, Samples: map[string][]float64{}, Unfinished: map[string]string{}}
 		status := row{Case: "readyReplicas: " + rc.name, Unit: "ms", Values: map[string]float64{}, Samples: map[string][]float64{}}
 		for run := range *readyRuns {
 			for _, kind := range turns(readyKinds, run) {
@@ -210,6 +211,22 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, []row, error) {
 				if tl != nil {
 					tl.close()
 					steps.add(kind, tl.last(start, int(rc.members)))
+				}
+				var notReady *notReadyError
+				if errors.As(err, &notReady) {
+					// Recorded, and its namespace deleted so that its
+					// pending pods do not load the next kinds' runs.
+					pods.Unfinished[kind] = notReady.Error()
+					fmt.Fprintf(os.Stderr, "bench-e2e: %s %s: %v; deleting namespace %s\n", rc.name, kind, notReady, ns)
+					if err := deleteNamespace(ctx, c, ns); err != nil {
+						return nil, nil, err
+					}
+					if kind == tSTSPV {
+						if err := deleteSpareVolumes(ctx, kube, volumes); err != nil {
+							return nil, nil, err
+						}
+					}
+					continue
 				}
 				if err != nil {
 					return nil, nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
@@ -432,17 +449,18 @@ func timeToReady(ctx context.Context, kube kubernetes.Interface, ns string, obje
 		return readyTimes{}, err
 	}
 	var out readyTimes
-	deadline := start.Add(10 * time.Minute)
+	deadline := start.Add(*readyTimeout)
+	var ready int32
 	for out.pods == 0 || out.status == 0 {
 		if time.Now().After(deadline) {
-			return out, fmt.Errorf("not ready after 10 minutes (pods at %v, status at %v)", out.pods, out.status)
+			return out, &notReadyError{after: *readyTimeout, ready: ready, want: want}
 		}
 		if out.pods == 0 {
 			l, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return out, err
 			}
-			var ready int32
+			ready = 0
 			for _, p := range l.Items {
 				if isReady(&p) {
 					ready++
@@ -464,6 +482,17 @@ func timeToReady(ctx context.Context, kube kubernetes.Interface, ns string, obje
 		time.Sleep(10 * time.Millisecond)
 	}
 	return out, nil
+}
+
+// notReadyError says that a readiness case's members were not all Ready
+// within -ready-timeout.
+type notReadyError struct {
+	after       time.Duration
+	ready, want int32
+}
+
+func (e *notReadyError) Error() string {
+	return fmt.Sprintf("not all Ready within %s: %d of %d", e.after, e.ready, e.want)
 }
 
 // isReady reports whether p is Ready and not being deleted.
