@@ -2,16 +2,21 @@ package flock
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -128,6 +133,15 @@ func TestRunOverFakeClientsets(t *testing.T) {
 	defer cancel()
 
 	kubeClient := k8sfake.NewClientset(newNode("n-a"), newNode("n-b"))
+	// The API server gives every claim a UID (the fake does not): a
+	// member's volume is made bound to it.
+	var claims atomic.Int32
+	kubeClient.PrependReactor("create", "persistentvolumeclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		if pvc, ok := a.(clienttesting.CreateAction).GetObject().(*corev1.PersistentVolumeClaim); ok {
+			pvc.UID = types.UID(fmt.Sprintf("claim-uid-%d", claims.Add(1)))
+		}
+		return false, nil, nil
+	})
 	flockClient := flockfake.NewSimpleClientset(newFlock("pg", 2))
 	kubeFactory := informers.NewSharedInformerFactory(kubeClient, 0)
 	flockFactory := flockinformers.NewSharedInformerFactory(flockClient, 0)
@@ -151,24 +165,25 @@ func TestRunOverFakeClientsets(t *testing.T) {
 	}()
 
 	// Play kubelet: bind and start every pod, until the Flock is Available;
-	// and the PersistentVolume controller: bind every claim to the volume it
-	// names. (The fake clientset sets no resourceVersions; they do, or the
+	// and the PersistentVolume controller: take up every volume made bound
+	// to a claim (its phase Bound); the controller completes the claim's
+	// binding. (The fake clientset sets no resourceVersions; they do, or the
 	// update would look like a resync.)
 	rv := 100
 	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		claims, err := kubeClient.CoreV1().PersistentVolumeClaims("").List(ctx, metav1.ListOptions{})
+		volumes, err := kubeClient.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
 		}
-		for i := range claims.Items {
-			pvc := &claims.Items[i]
-			if pvc.Spec.VolumeName == "" || pvc.Status.Phase == corev1.ClaimBound {
+		for i := range volumes.Items {
+			pv := &volumes.Items[i]
+			if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID == "" || pv.Status.Phase == corev1.VolumeBound {
 				continue
 			}
 			rv++
-			pvc.ResourceVersion = strconv.Itoa(rv)
-			pvc.Status.Phase = corev1.ClaimBound
-			if _, err := kubeClient.CoreV1().PersistentVolumeClaims(pvc.Namespace).UpdateStatus(ctx, pvc, metav1.UpdateOptions{}); err != nil {
+			pv.ResourceVersion = strconv.Itoa(rv)
+			pv.Status.Phase = corev1.VolumeBound
+			if _, err := kubeClient.CoreV1().PersistentVolumes().UpdateStatus(ctx, pv, metav1.UpdateOptions{}); err != nil {
 				return false, err
 			}
 		}
@@ -269,7 +284,7 @@ func TestHelperDataAndRevisionHandlers(t *testing.T) {
 	}
 
 	// A member's PersistentVolume by its labels, its claim by controller.
-	c.volumeChanged(logger, NewMemberVolume(pg, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "n-a", DefaultDataRoot))
+	c.volumeChanged(logger, NewMemberVolume(pg, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "n-a", DefaultDataRoot, ""))
 	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
 		t.Errorf("volume changed: %v", got)
 	}

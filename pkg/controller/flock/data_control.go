@@ -44,8 +44,13 @@ type DataControl interface {
 
 	// GetClaim returns a PersistentVolumeClaim from the cache.
 	GetClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error)
-	// CreateClaim creates claim.
-	CreateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error
+	// CreateClaim creates claim and returns it as created.
+	CreateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error)
+	// UpdateClaim updates claim (a copy the caller owns) and returns it as
+	// written.
+	UpdateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error)
+	// UpdateClaimStatus updates claim's status (a copy the caller owns).
+	UpdateClaimStatus(ctx context.Context, claim *corev1.PersistentVolumeClaim) error
 	// DeleteClaim deletes claim on the precondition that its UID is still
 	// claim.UID; a claim already gone is no error.
 	DeleteClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error
@@ -120,8 +125,16 @@ func (c *realDataControl) GetClaim(namespace, name string) (*corev1.PersistentVo
 	return c.claimLister.PersistentVolumeClaims(namespace).Get(name)
 }
 
-func (c *realDataControl) CreateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
-	_, err := c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Create(ctx, claim, metav1.CreateOptions{FieldManager: FieldManager})
+func (c *realDataControl) CreateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
+	return c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Create(ctx, claim, metav1.CreateOptions{FieldManager: FieldManager})
+}
+
+func (c *realDataControl) UpdateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
+	return c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Update(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+}
+
+func (c *realDataControl) UpdateClaimStatus(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
+	_, err := c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
 	return err
 }
 

@@ -179,8 +179,9 @@ func NewLocalStorageClass() *storagev1.StorageClass {
 // directory MemberDataDir (created if absent) on the node whose
 // kubernetes.io/hostname label is hostname, with a required node affinity to
 // it, retained when released, of spec.storage.size, in the flock-local
-// StorageClass, and pre-bound to the member's claim.
-func NewMemberVolume(f *v1alpha1.Flock, m v1alpha1.FlockMember, hostname, dataRoot string) *corev1.PersistentVolume {
+// StorageClass, and bound to the member's claim, whose UID is claimUID (the
+// claim is made first; see completeBind).
+func NewMemberVolume(f *v1alpha1.Flock, m v1alpha1.FlockMember, hostname, dataRoot string, claimUID types.UID) *corev1.PersistentVolume {
 	hostPathType := corev1.HostPathDirectoryOrCreate
 	return &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{
@@ -202,6 +203,7 @@ func NewMemberVolume(f *v1alpha1.Flock, m v1alpha1.FlockMember, hostname, dataRo
 				Kind:       "PersistentVolumeClaim",
 				Namespace:  f.Namespace,
 				Name:       ClaimName(f, m.Ordinal),
+				UID:        claimUID,
 			},
 			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{
 				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{

@@ -114,7 +114,12 @@ func (c *fakeDataControl) CreateVolume(_ context.Context, pv *corev1.PersistentV
 	pv.UID = c.uid()
 	pv.Status.Phase = corev1.VolumePending
 	if !c.unbound {
+		// The PersistentVolume controller takes it up: Available when
+		// reserved by name only, Bound when made bound to a claim's UID.
 		pv.Status.Phase = corev1.VolumeAvailable
+		if ref := pv.Spec.ClaimRef; ref != nil && ref.UID != "" {
+			pv.Status.Phase = corev1.VolumeBound
+		}
 	}
 	c.volumes[pv.Name] = pv
 	c.ops = append(c.ops, "create pv "+pv.Name)
@@ -166,19 +171,58 @@ func (c *fakeDataControl) GetClaim(namespace, name string) (*corev1.PersistentVo
 	return nil, apierrors.NewNotFound(pvcResource, name)
 }
 
-func (c *fakeDataControl) CreateClaim(_ context.Context, claim *corev1.PersistentVolumeClaim) error {
+func (c *fakeDataControl) CreateClaim(_ context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
 	key := claim.Namespace + "/" + claim.Name
 	if _, ok := c.claims[key]; ok {
-		return apierrors.NewAlreadyExists(pvcResource, claim.Name)
+		return nil, apierrors.NewAlreadyExists(pvcResource, claim.Name)
 	}
 	claim = claim.DeepCopy()
 	claim.UID = c.uid()
 	claim.Status.Phase = corev1.ClaimPending
-	if _, ok := c.volumes[claim.Spec.VolumeName]; ok && !c.unbound {
-		claim.Status.Phase = corev1.ClaimBound
+	if pv, ok := c.volumes[claim.Spec.VolumeName]; ok && !c.unbound && pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.UID == "" {
+		// A volume reserved by name only: the PersistentVolume
+		// controller binds the claim to it.
+		bindClaim(claim, pv)
+		pv.Spec.ClaimRef.UID = claim.UID
+		pv.Status.Phase = corev1.VolumeBound
 	}
 	c.claims[key] = claim
 	c.ops = append(c.ops, "create claim "+claim.Name)
+	return claim.DeepCopy(), nil
+}
+
+// bindClaim marks claim bound to pv, as the PersistentVolume controller
+// does.
+func bindClaim(claim *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) {
+	metav1.SetMetaDataAnnotation(&claim.ObjectMeta, annBindCompleted, "yes")
+	claim.Status.Phase = corev1.ClaimBound
+	claim.Status.AccessModes = pv.Spec.AccessModes
+	claim.Status.Capacity = pv.Spec.Capacity
+}
+
+func (c *fakeDataControl) UpdateClaim(_ context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
+	key := claim.Namespace + "/" + claim.Name
+	old, ok := c.claims[key]
+	if !ok || old.UID != claim.UID {
+		return nil, apierrors.NewConflict(pvcResource, claim.Name, fmt.Errorf("gone"))
+	}
+	upd := claim.DeepCopy()
+	upd.Status = old.Status
+	c.claims[key] = upd
+	c.ops = append(c.ops, "update claim "+claim.Name)
+	return upd.DeepCopy(), nil
+}
+
+func (c *fakeDataControl) UpdateClaimStatus(_ context.Context, claim *corev1.PersistentVolumeClaim) error {
+	key := claim.Namespace + "/" + claim.Name
+	old, ok := c.claims[key]
+	if !ok || old.UID != claim.UID {
+		return apierrors.NewConflict(pvcResource, claim.Name, fmt.Errorf("gone"))
+	}
+	upd := old.DeepCopy()
+	upd.Status = claim.Status
+	c.claims[key] = upd
+	c.ops = append(c.ops, "update claim status "+claim.Name)
 	return nil
 }
 
@@ -289,7 +333,9 @@ func TestEnsureNodeLocalData(t *testing.T) {
 	if helpers, _ := d.pods.ListPods("flock-system", labels.Everything()); len(helpers) != 0 {
 		t.Error("a prepared directory is prepared again")
 	}
-	want := []string{"create pv " + pvName, "create claim data-pg-1", "annotate pv " + pvName}
+	// The claim first, the volume bound to its UID, the binding completed
+	// here once the volume controller took the volume up.
+	want := []string{"create claim data-pg-1", "create pv " + pvName, "update claim data-pg-1", "update claim status data-pg-1", "annotate pv " + pvName}
 	if strings.Join(d.data.ops, ",") != strings.Join(want, ",") {
 		t.Errorf("data writes %v, want %v", d.data.ops, want)
 	}
@@ -299,11 +345,12 @@ func TestEnsureNodeLocalData(t *testing.T) {
 }
 
 // TestEnsureWaitsForTheVolumeController walks a member's data with a
-// PersistentVolume controller that is slow: the helper starts in the sync
-// that creates the volume; the claim is created only once the controller
-// has seen the volume (before that, a claim naming it would wait for the
-// controller's resync to be bound); the pod waits for the claim to be bound
-// (the scheduler backs off from a pod with an unbound claim).
+// PersistentVolume controller that is slow: the claim is made first, then
+// the volume bound to the claim's UID, and the helper starts in that sync;
+// the binding is completed (the claim annotated and Bound) only once the
+// volume controller has taken the volume up (its phase Bound): that
+// controller marks a claim Lost whose completed binding names a volume it
+// does not hold. The pod waits for the claim to be bound.
 func TestEnsureWaitsForTheVolumeController(t *testing.T) {
 	d := newDataFixture(t)
 	d.data.unbound = true
@@ -314,28 +361,32 @@ func TestEnsureWaitsForTheVolumeController(t *testing.T) {
 
 	st := d.ensure(fl, m)
 	helpers, _ := d.pods.ListPods("flock-system", labels.Everything())
-	if st.ready || len(d.data.volumes) != 1 || len(d.data.claims) != 0 || len(helpers) != 1 {
+	claim := d.data.claims[claimKey]
+	if st.ready || len(d.data.volumes) != 1 || claim == nil || len(helpers) != 1 {
 		t.Fatalf("sync 1: %+v, volumes %d, claims %d, helpers %d", st, len(d.data.volumes), len(d.data.claims), len(helpers))
 	}
+	if ref := d.data.volumes[pvName].Spec.ClaimRef; ref.UID != claim.UID || claim.Spec.VolumeName != pvName {
+		t.Fatalf("volume's claimRef %+v, claim's volumeName %q: want them naming each other, with the claim's UID", ref, claim.Spec.VolumeName)
+	}
 	// The helper finishes before the volume controller looks: the
-	// directory is recorded prepared, still no claim.
+	// directory is recorded prepared, the claim is left alone.
 	d.finishHelper(HelperPrepare, fl, 0, corev1.PodSucceeded)
 	st = d.ensure(fl, m)
-	if st.ready || len(d.data.claims) != 0 || d.data.volumes[pvName].Annotations[AnnotationPrepared] != "true" ||
+	if st.ready || d.data.volumes[pvName].Annotations[AnnotationPrepared] != "true" ||
 		!strings.Contains(st.blocked.Message, "PersistentVolume controller to take up volume "+pvName) {
-		t.Fatalf("sync 2: %+v (%v), claims %d, volume %+v", st, st.blocked, len(d.data.claims), d.data.volumes[pvName].Annotations)
+		t.Fatalf("sync 2: %+v (%v), volume %+v", st, st.blocked, d.data.volumes[pvName].Annotations)
 	}
-	d.data.volumes[pvName].Status.Phase = corev1.VolumeAvailable
-	st = d.ensure(fl, m)
-	claim := d.data.claims[claimKey]
-	if st.ready || claim == nil || claim.Spec.VolumeName != pvName || !strings.Contains(st.blocked.Message, "to be bound") {
-		t.Fatalf("sync 3: %+v (%v), claim %+v", st, st.blocked, claim)
+	if c := d.data.claims[claimKey]; metav1.HasAnnotation(c.ObjectMeta, annBindCompleted) || c.Status.Phase == corev1.ClaimBound {
+		t.Fatalf("the binding was completed before the volume controller took the volume up: %+v", c)
 	}
-	claim.Status.Phase = corev1.ClaimBound
+	d.data.volumes[pvName].Status.Phase = corev1.VolumeBound
 	if st = d.ensure(fl, m); !st.ready || st.volume != pvName || st.claim != "data-pg-0" {
-		t.Fatalf("sync 4: %+v (%v)", st, st.blocked)
+		t.Fatalf("sync 3: %+v (%v)", st, st.blocked)
 	}
-	want := []string{"create pv " + pvName, "annotate pv " + pvName, "create claim data-pg-0"}
+	if c := d.data.claims[claimKey]; !claimBound(c, pvName) || c.Status.Capacity.Storage().String() != "1Gi" || len(c.Status.AccessModes) != 1 {
+		t.Errorf("claim after the bind: %+v", c)
+	}
+	want := []string{"create claim data-pg-0", "create pv " + pvName, "annotate pv " + pvName, "update claim data-pg-0", "update claim status data-pg-0"}
 	if strings.Join(d.data.ops, ",") != strings.Join(want, ",") {
 		t.Errorf("data writes %v, want %v", d.data.ops, want)
 	}
@@ -363,7 +414,7 @@ func TestEnsureDataConflicts(t *testing.T) {
 			d.volumes[pvName] = &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: pvName, UID: "x"}}
 		}, want: "PersistentVolume " + pvName + " exists and is not member 0's"},
 		{name: "foreign claim", setup: func(d *fakeDataControl) {
-			pv := NewMemberVolume(fl, m, "n-a", "/srv/flock")
+			pv := NewMemberVolume(fl, m, "n-a", "/srv/flock", "")
 			pv.UID = "pv"
 			d.volumes[pvName] = pv
 			d.claims[testNamespace+"/data-pg-0"] = &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-pg-0", Namespace: testNamespace, UID: "c"}}
@@ -394,13 +445,21 @@ func TestEnsureRebindsAndReplaces(t *testing.T) {
 	pvName := PersistentVolumeName(fl.UID, 0)
 
 	d := newDataFixture(t)
-	pv := NewMemberVolume(fl, m, "n-a", "/srv/flock")
+	pv := NewMemberVolume(fl, m, "n-a", "/srv/flock", "")
 	pv.UID = "pv"
 	pv.Annotations = map[string]string{AnnotationPrepared: "true"}
 	pv.Spec.ClaimRef.UID = "old-claim"
 	d.data.volumes[pvName] = pv
-	if st := d.ensure(fl, m); !st.ready || d.data.volumes[pvName].Spec.ClaimRef.UID != "" || !hasDataEvent(d.events, "VolumeReleased", "new claim data-pg-0") {
+	if st := d.ensure(fl, m); st.ready || d.data.volumes[pvName].Spec.ClaimRef.UID != "" || !hasDataEvent(d.events, "VolumeReleased", "new claim data-pg-0") {
 		t.Errorf("state %+v, claimRef %+v", st, d.data.volumes[pvName].Spec.ClaimRef)
+	}
+	// The volume controller binds them by name (the volume's phase may be
+	// stale: the binding is not completed here).
+	claim := d.data.claims[testNamespace+"/data-pg-0"]
+	bindClaim(claim, d.data.volumes[pvName])
+	d.data.volumes[pvName].Spec.ClaimRef.UID = claim.UID
+	if st := d.ensure(fl, m); !st.ready {
+		t.Errorf("after the volume controller's bind: %+v", st)
 	}
 
 	// Member 0 recorded on n-z (reassigned): the volume is made again there.
@@ -445,7 +504,7 @@ func TestRemoveNodeLocalData(t *testing.T) {
 	fl := uidFlock("pg", 3)
 	m := v1alpha1.FlockMember{Ordinal: 2, Node: "n-c"}
 	pvName := PersistentVolumeName(fl.UID, 2)
-	pv := NewMemberVolume(fl, m, "n-c", "/srv/flock")
+	pv := NewMemberVolume(fl, m, "n-c", "/srv/flock", "")
 	pv.UID = "pv"
 	d.data.volumes[pvName] = pv
 	claim := NewMemberClaim(fl, 2, pvName)
@@ -489,7 +548,7 @@ func TestRemoveSkipsGoneNode(t *testing.T) {
 	d := newDataFixture(t)
 	fl := uidFlock("pg", 3)
 	m := v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}
-	pv := NewMemberVolume(fl, m, "n-a", "/srv/flock")
+	pv := NewMemberVolume(fl, m, "n-a", "/srv/flock", "")
 	pv.UID = "pv"
 	d.data.volumes[pv.Name] = pv
 	done := false

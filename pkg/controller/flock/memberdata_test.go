@@ -67,7 +67,7 @@ func TestNewMemberVolume(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fl := uidFlock("pg", 3)
 			fl.Spec.Storage.Size = tc.size
-			pv := NewMemberVolume(fl, v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}, "host-b", "/srv/flock")
+			pv := NewMemberVolume(fl, v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}, "host-b", "/srv/flock", "")
 			if pv.Name != PersistentVolumeName(fl.UID, 1) || pv.Namespace != "" {
 				t.Errorf("name %q namespace %q", pv.Name, pv.Namespace)
 			}
@@ -163,7 +163,7 @@ func TestNewMemberClaim(t *testing.T) {
 
 func TestDataConflicts(t *testing.T) {
 	fl := uidFlock("pg", 3)
-	pv := NewMemberVolume(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "n-a", "/d")
+	pv := NewMemberVolume(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "n-a", "/d", "")
 	claim := NewMemberClaim(fl, 0, pv.Name)
 	tests := []struct {
 		name   string

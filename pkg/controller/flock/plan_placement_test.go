@@ -40,18 +40,18 @@ func TestPlanPlacement(t *testing.T) {
 			want: map[int32]string{0: "n-a", 1: "n-b"}, unplaced: []int32{2}},
 		{name: "a retained volume brings its member back to its node", flock: one, nodes: testNodes("n-a", "n-b", "n-c"),
 			mutate: func(s *snapshot) {
-				s.volumes[0] = NewMemberVolume(one, v1alpha1.FlockMember{Ordinal: 0, Node: "n-c"}, "n-c", "/d")
+				s.volumes[0] = NewMemberVolume(one, v1alpha1.FlockMember{Ordinal: 0, Node: "n-c"}, "n-c", "/d", "")
 			},
 			want: map[int32]string{0: "n-c"}},
 		{name: "a retained volume on a cordoned node holds its member back", flock: one,
 			nodes: []*corev1.Node{newNode("n-a"), func() *corev1.Node { n := newNode("n-c"); n.Spec.Unschedulable = true; return n }()},
 			mutate: func(s *snapshot) {
-				s.volumes[0] = NewMemberVolume(one, v1alpha1.FlockMember{Ordinal: 0, Node: "n-c"}, "n-c", "/d")
+				s.volumes[0] = NewMemberVolume(one, v1alpha1.FlockMember{Ordinal: 0, Node: "n-c"}, "n-c", "/d", "")
 			},
 			want: map[int32]string{}},
 		{name: "a retained volume on a gone node does not hold its member", flock: one, nodes: testNodes("n-a"),
 			mutate: func(s *snapshot) {
-				s.volumes[0] = NewMemberVolume(one, v1alpha1.FlockMember{Ordinal: 0, Node: "n-z"}, "n-z", "/d")
+				s.volumes[0] = NewMemberVolume(one, v1alpha1.FlockMember{Ordinal: 0, Node: "n-z"}, "n-z", "/d", "")
 			},
 			want: map[int32]string{0: "n-a"}},
 		{name: "least used across Flocks first", flock: one, nodes: testNodes("n-a", "n-b", "n-c"),

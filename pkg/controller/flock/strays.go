@@ -5,7 +5,7 @@ package flock
 // (pkg/apiserver) stops such writes, save one sent in the instant between
 // its check and the request leaving the process. When a Flock's key is
 // synced and the Flock is not in the cache, its name's helper pods and
-// volumes that nothing ever bound are looked at.
+// volumes that no member ever used are looked at.
 
 import (
 	"context"
@@ -27,10 +27,11 @@ import (
 // longer holds, what belongs to a Flock of that name that no longer exists
 // (its UID is not the one the API server now has under that name, if any):
 //   - its data helper pods: they only ever work for a live Flock;
-//   - its PersistentVolumes that were never bound (no claim UID in their
-//     claimRef) and whose claim does not exist: no pod ever mounted them,
-//     so no data is lost. A volume that was bound stays: under
-//     whenDeleted: Retain that is the member's kept data.
+//   - its PersistentVolumes whose directory was never prepared and whose
+//     claim does not exist: a member's pod starts only once its directory
+//     is, so no pod ever mounted them and no data is lost. A prepared
+//     volume stays: under whenDeleted: Retain that is the member's kept
+//     data.
 //
 // Whether the Flock is gone is read from the API server, not the cache.
 func (fc *defaultFlockControl) SweepStrays(ctx context.Context, namespace, name string) error {
@@ -44,7 +45,7 @@ func (fc *defaultFlockControl) SweepStrays(ctx context.Context, namespace, name 
 	if err != nil {
 		return err
 	}
-	vols = slices.DeleteFunc(vols, func(pv *corev1.PersistentVolume) bool { return !neverBound(pv) })
+	vols = slices.DeleteFunc(vols, func(pv *corev1.PersistentVolume) bool { return !neverUsed(pv) })
 	if len(helpers) == 0 && len(vols) == 0 {
 		return nil
 	}
@@ -85,14 +86,13 @@ func (fc *defaultFlockControl) SweepStrays(ctx context.Context, namespace, name 
 			errs = append(errs, fmt.Errorf("deleting PersistentVolume %s of deleted Flock %s/%s: %w", pv.Name, namespace, name, err))
 			continue
 		}
-		logger.Info("Deleted a never-bound PersistentVolume of a Flock that no longer exists", "persistentVolume", pv.Name, "flock", klog.KRef(namespace, name), "uid", pv.Labels[LabelFlockUID])
+		logger.Info("Deleted a never-used PersistentVolume of a Flock that no longer exists", "persistentVolume", pv.Name, "flock", klog.KRef(namespace, name), "uid", pv.Labels[LabelFlockUID])
 	}
 	return utilerrors.NewAggregate(errs)
 }
 
-// neverBound reports whether no claim was ever bound to pv and it is not
-// being deleted.
-func neverBound(pv *corev1.PersistentVolume) bool {
-	return pv.DeletionTimestamp == nil && (pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID == "") &&
-		pv.Status.Phase != corev1.VolumeBound && pv.Status.Phase != corev1.VolumeReleased
+// neverUsed reports whether pv's directory was never prepared (so no member
+// pod ever mounted it) and it is not being deleted.
+func neverUsed(pv *corev1.PersistentVolume) bool {
+	return pv.DeletionTimestamp == nil && pv.Annotations[AnnotationPrepared] != "true"
 }

@@ -12,8 +12,8 @@ import (
 // A replica that lost the lease made helper pods and volumes for a Flock
 // that the new leader had already deleted (the fault suite saw it after a
 // SIGSTOPped leader woke up). The key's next sync, with the Flock gone,
-// deletes its helpers and the volumes nothing ever bound; a volume that was
-// bound (kept data under Retain) stays; and nothing of a Flock the API
+// deletes its helpers and the volumes no member used; a prepared volume
+// (kept data under Retain) stays; and nothing of a Flock the API
 // server still has is touched although the cache does not hold it yet.
 func TestSweepStraysOfAGoneFlock(t *testing.T) {
 	f := newFixture(t, "n-a", "n-b")
@@ -25,7 +25,7 @@ func TestSweepStraysOfAGoneFlock(t *testing.T) {
 		t.Fatalf("after the first sync: volumes %v, helpers %v; want two of each", f.data.volumes, f.helpers("pg"))
 	}
 	bound := f.data.volumes[PersistentVolumeName(uid, 1)].DeepCopy()
-	bound.Spec.ClaimRef.UID = "claim-uid"
+	bound.Annotations = map[string]string{AnnotationPrepared: "true"}
 	bound.Status.Phase = corev1.VolumeReleased
 	f.data.volumes[bound.Name] = bound
 	f.data.claims = map[string]*corev1.PersistentVolumeClaim{} // the garbage collector took them
@@ -53,9 +53,9 @@ func TestSweepStraysOfAGoneFlock(t *testing.T) {
 		t.Errorf("helper pods of the gone Flock left: %v", h)
 	}
 	if _, ok := f.data.volumes[PersistentVolumeName(uid, 0)]; ok {
-		t.Errorf("the never-bound volume of the gone Flock is left")
+		t.Errorf("the never-used volume of the gone Flock is left")
 	}
 	if _, ok := f.data.volumes[bound.Name]; !ok {
-		t.Errorf("the volume that was bound (kept data) was deleted")
+		t.Errorf("the prepared volume (kept data) was deleted")
 	}
 }
