@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -298,6 +299,24 @@ func addNode(t *testing.T, name string, labels map[string]string, taints []corev
 		if err := env.Kube.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("delete node %s: %v", name, err)
 		}
+	})
+	// kube-controller-manager's node lifecycle controller gives a new node
+	// the not-ready taint and lifts it once it has seen the node Ready;
+	// until then Flock admission counts the node as tainted (CI saw a
+	// create refused so right after addNode: "1 has untolerated taint
+	// node.kubernetes.io/not-ready:NoSchedule").
+	eventually(t, time.Minute, "node "+name+" without the not-ready taint", func(ctx context.Context) error {
+		got, err := env.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, taint := range got.Spec.Taints {
+			if taint.Key == corev1.TaintNodeNotReady && !slices.ContainsFunc(taints, func(w corev1.Taint) bool { return w.Key == taint.Key }) {
+				return fmt.Errorf("still has taint %s", taint.ToString())
+			}
+		}
+		n = got
+		return nil
 	})
 	return n
 }
