@@ -298,6 +298,20 @@ func TestHelperDataAndRevisionHandlers(t *testing.T) {
 	if got := drain(c); len(got) != 0 {
 		t.Errorf("claim of another owner: %v", got)
 	}
+	// A claim nobody controls with a member's claim name blocks that
+	// member: its deletion (or any change) wakes the Flock up; one with
+	// another name does not.
+	unowned := NewMemberClaim(pg, 0, "")
+	unowned.OwnerReferences = nil
+	c.claimChanged(logger, cache.DeletedFinalStateUnknown{Key: "db/data-pg-0", Obj: unowned})
+	if got := drain(c); !slices.Equal(got, []string{"db/pg"}) {
+		t.Errorf("unowned claim of a member's name deleted: %v", got)
+	}
+	unowned.Name = "data-pgx-0"
+	c.claimChanged(logger, unowned)
+	if got := drain(c); len(got) != 0 {
+		t.Errorf("unowned claim of another name: %v", got)
+	}
 
 	// Revisions: by controller, and orphans by their flock.dev/name label.
 	cr := NewControllerRevision(pg, &pg.Spec.Template, "abc", 1)

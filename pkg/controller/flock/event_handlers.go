@@ -129,6 +129,20 @@ func (c *Controller) claimChanged(logger klog.Logger, obj any) {
 		if f := c.resolveControllerRef(claim.Namespace, ref); f != nil {
 			c.enqueue(logger, f)
 		}
+		return
+	}
+	// A claim no Flock controls that has a member's claim name blocks that
+	// member (DataConflict) until it goes; nothing else of the member may
+	// exist yet to bring the sync that lets it start (its claim is made
+	// before its volume), so the claim's own events do.
+	flocks, err := c.flockLister.Flocks(claim.Namespace).List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, f := range flocks {
+		if ord, ok := ParseOrdinal(volumeNameOf(f)+"-"+f.Name, claim.Name); ok && ClaimName(f, ord) == claim.Name {
+			c.enqueue(logger, f)
+		}
 	}
 }
 
