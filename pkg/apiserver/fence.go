@@ -63,7 +63,6 @@ func (t fencedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 	default:
 		if err := t.fence.allow(); err != nil {
-			registerFenceMetrics()
 			fencedWrites.Inc()
 			return nil, fmt.Errorf("flock-controller did not send %s %s: %w", req.Method, req.URL.Path, err)
 		}

@@ -140,7 +140,7 @@ func (c *Controller) claimChanged(logger klog.Logger, obj any) {
 		return
 	}
 	for _, f := range flocks {
-		if ord, ok := ParseOrdinal(volumeNameOf(f)+"-"+f.Name, claim.Name); ok && ClaimName(f, ord) == claim.Name {
+		if _, ok := ParseOrdinal(volumeNameOf(f)+"-"+f.Name, claim.Name); ok {
 			c.enqueue(logger, f)
 		}
 	}

@@ -194,15 +194,15 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 		}
 		d.event(f, corev1.EventTypeNormal, "VolumeReleased", "PersistentVolume %s of member %d is reserved for its new claim %s", pvName, ord, claimName)
 	}
-	if claimBound(claim, pvName) {
-		// done
-	} else if bindable(pv, claim) {
+	switch {
+	case claimBound(claim, pvName):
+	case bindable(pv, claim):
 		if claim, err = d.completeBind(ctx, claim, pv); err != nil {
 			return waitingFor(preparing, waiting(pvName, claimName, "binding claim %s to PersistentVolume %s failed", claimName, pvName)),
 				fmt.Errorf("binding claim %s/%s to PersistentVolume %s: %w", f.Namespace, claimName, pvName, err)
 		}
 		logger.V(2).Info("Bound member claim", "claim", klog.KObj(claim), "persistentVolume", pvName)
-	} else if pv.Status.Phase == corev1.VolumePending && pv.Spec.ClaimRef.UID == claim.UID {
+	case pv.Status.Phase == corev1.VolumePending && pv.Spec.ClaimRef.UID == claim.UID:
 		return waitingFor(preparing, waiting(pvName, claimName, "member %d waits for the PersistentVolume controller to take up volume %s", ord, pvName)), nil
 	}
 	if !prepared {
