@@ -3,8 +3,12 @@ package cluster
 import (
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
+	"os"
 	"strconv"
+	"strings"
+	"sync"
 )
 
 // Ports are the loopback TCP ports of a local control plane (DNS is UDP and
@@ -69,6 +73,19 @@ func allocatePorts(ports []namedPort) error {
 	}()
 	for _, np := range ports {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(*np.port))
+		if *np.port == 0 {
+			// A port below the kernel's ephemeral range: a port picked
+			// there could be taken by some client's outgoing connection in
+			// the seconds before its component binds it.
+			if l, u := listenBelowEphemeral(np.udp); l != nil {
+				held = append(held, l)
+				if u != nil {
+					held = append(held, u)
+				}
+				*np.port = l.Addr().(*net.TCPAddr).Port
+				continue
+			}
+		}
 		if *np.port != 0 || !np.udp {
 			l, err := net.Listen("tcp", addr)
 			if err == nil {
@@ -122,4 +139,73 @@ func FreePorts(n int) ([]int, error) {
 		nps[i] = namedPort{name: fmt.Sprintf("port %d", i), port: &out[i]}
 	}
 	return out, allocatePorts(nps)
+}
+
+// picker hands out candidate ports from the window just below the ephemeral
+// range, in order from a random start, so one process (many clusters in one
+// test binary) does not pick the same port twice until the window wraps and
+// two processes rarely start on the same ports.
+var picker struct {
+	once     sync.Once
+	lo, size int
+	next     int
+	mu       sync.Mutex
+}
+
+// pickWindow is how many ports below the ephemeral range are used.
+const pickWindow = 12000
+
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	lo, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return lo
+}
+
+// listenBelowEphemeral listens on a free loopback TCP port (and UDP on the
+// same port when udp) below the ephemeral range; nil when none is found
+// there (then the caller lets the kernel choose).
+func listenBelowEphemeral(udp bool) (net.Listener, net.PacketConn) {
+	picker.once.Do(func() {
+		hi := ephemeralLow()
+		lo := max(hi-pickWindow, 1024)
+		if hi-lo < 1000 {
+			return
+		}
+		picker.lo, picker.size = lo, hi-lo
+		picker.next = rand.IntN(picker.size)
+	})
+	if picker.size == 0 {
+		return nil, nil
+	}
+	for range 200 {
+		picker.mu.Lock()
+		port := picker.lo + picker.next
+		picker.next = (picker.next + 1) % picker.size
+		picker.mu.Unlock()
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
+		if !udp {
+			return l, nil
+		}
+		u, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			l.Close()
+			continue
+		}
+		return l, u
+	}
+	return nil, nil
 }

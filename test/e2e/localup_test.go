@@ -67,19 +67,20 @@ func TestLocalUp(t *testing.T) {
 	t.Cleanup(func() {
 		select {
 		case <-exited:
-			return
 		default:
+			// Stop what is left by the process group we created;
+			// local-up's children die with it (Pdeathsig).
+			_ = syscall.Kill(-mk.Process.Pid, syscall.SIGTERM)
+			select {
+			case <-exited:
+			case <-time.After(30 * time.Second):
+				_ = syscall.Kill(-mk.Process.Pid, syscall.SIGKILL)
+				<-exited
+			}
 		}
-		// Stop what is left by the process group we created; local-up's
-		// children die with it (Pdeathsig).
-		_ = syscall.Kill(-mk.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = syscall.Kill(-mk.Process.Pid, syscall.SIGKILL)
-			<-exited
+		if t.Failed() {
+			t.Logf("make local-up (%v) stdout:\n%s\nstderr (tail):\n%s", waitErr, stdout.String(), tail(stderr.String(), 40))
 		}
-		t.Logf("make local-up stdout:\n%s\nstderr (tail):\n%s", stdout.String(), tail(stderr.String(), 40))
 	})
 	lr := newLineReader(pr)
 	line := lr.waitFor(t, regexp.MustCompile(`^\s*export KUBECONFIG=`), 6*time.Minute)
