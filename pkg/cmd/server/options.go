@@ -61,6 +61,9 @@ type Options struct {
 	Controllers []string
 	// Workers is the number of concurrent Flock syncs.
 	Workers int
+	// MemberParallelism is how many members of one Parallel Flock a sync
+	// writes for at once.
+	MemberParallelism int
 	// KubeAPIQPS and KubeAPIBurst limit the controller's requests to the core cluster.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
@@ -132,12 +135,13 @@ func NewOptions() *Options {
 			PeerPort:   2480,
 			Token:      "flock-apiserver",
 		},
-		DataRoot:      flockcontroller.DefaultDataRoot,
-		ClusterDomain: flockcontroller.DefaultClusterDomain,
-		Controllers:   []string{"*"},
-		Workers:       5,
-		KubeAPIQPS:    200,
-		KubeAPIBurst:  400,
+		DataRoot:          flockcontroller.DefaultDataRoot,
+		ClusterDomain:     flockcontroller.DefaultClusterDomain,
+		Controllers:       []string{"*"},
+		Workers:           5,
+		MemberParallelism: flockcontroller.DefaultMemberParallelism,
+		KubeAPIQPS:        200,
+		KubeAPIBurst:      400,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1Duration(15 * time.Second),
@@ -221,6 +225,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.StringVar(&o.ControllerKubeconfig, "controller-kubeconfig", o.ControllerKubeconfig,
 		"Kubeconfig of the identity that creates member pods in the core cluster: the embedded controller, and the dry-run of each Flock's member pod at admission. Give the controller its own ServiceAccount; empty uses the server's own --kubeconfig (or in-cluster) identity.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of Flocks synced concurrently.")
+	fs.IntVar(&o.MemberParallelism, "member-parallelism", o.MemberParallelism, "Number of members of one Parallel Flock whose volumes, claims and pods a sync writes at the same time (1: one after another).")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second of the controller's client of the core cluster.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of the controller's client of the core cluster.")
 	fs.StringVar(&o.HelperImage, "helper-image", o.HelperImage,
@@ -407,12 +412,13 @@ func (o *Options) ControllerEnabled(name string) bool {
 // controllerOptions are the embedded controller's options.
 func (o *Options) controllerOptions() flockcontroller.Options {
 	return flockcontroller.Options{
-		ClusterDomain:    o.ClusterDomain,
-		DataRoot:         o.DataRoot,
-		CleanupImage:     o.HelperImage,
-		HelperNamespace:  o.HelperNamespace,
-		RolloutHaltAfter: o.RolloutHaltAfter,
-		Workers:          o.Workers,
+		ClusterDomain:     o.ClusterDomain,
+		DataRoot:          o.DataRoot,
+		CleanupImage:      o.HelperImage,
+		HelperNamespace:   o.HelperNamespace,
+		RolloutHaltAfter:  o.RolloutHaltAfter,
+		Workers:           o.Workers,
+		MemberParallelism: o.MemberParallelism,
 	}
 }
 

@@ -30,6 +30,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"bad cluster domain", func(o *Options) { o.ClusterDomain = "Cluster_Local" }, []string{"--cluster-domain"}},
 		{"unknown controller", func(o *Options) { o.Controllers = []string{"statefulset"} }, []string{`unknown controller "statefulset"`}},
 		{"zero workers", func(o *Options) { o.Workers = 0 }, []string{"--workers must be at least 1"}},
+		{"zero member parallelism", func(o *Options) { o.MemberParallelism = 0 }, []string{"--member-parallelism must be at least 1"}},
 		{"bad qps", func(o *Options) { o.KubeAPIQPS = 0 }, []string{"--kube-api-qps"}},
 		{"lease shorter than renew", func(o *Options) { o.LeaderElection.LeaseDuration.Duration = 5 * time.Second }, []string{"lease-duration > renew-deadline"}},
 		{"no leader election needs no lease", func(o *Options) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,6 +157,60 @@ func TestMemberPodIdentity(t *testing.T) {
 		len(fl2.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchFields) != 0 {
 		t.Errorf("template was mutated: %+v", fl2.Spec.Template.Spec)
 	}
+}
+
+// With Options.MemberParallelism above 1 the members of a Parallel Flock
+// are written at the same time: every member's claim create is in flight
+// before any returns (a barrier, bounded at 10 s, that serial writes would
+// only pass by its timeout), and the sync still ends with every member's
+// volume, claim and pod, each on its own node.
+func TestParallelMembersAreWrittenAtOnce(t *testing.T) {
+	f := newFixtureWithConfig(t, fixtureConfig{verbosity: 4, memberParallelism: 4}, "n-a", "n-b", "n-c")
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	all := make(chan struct{})
+	f.data.beforeCreateClaim = func() {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		if inFlight == 3 {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+		case <-time.After(10 * time.Second):
+		}
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+	}
+	fl := newFlock("pg", 3)
+	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	f.createFlock(fl)
+	f.mustSync("pg")
+	if most != 3 {
+		t.Errorf("at most %d claim creates were in flight at once, want 3 (one per member)", most)
+	}
+	if got := f.podNames(); !slices.Equal(got, []string{"pg-0", "pg-1", "pg-2"}) {
+		t.Fatalf("pods = %v, want one per member after one sync", got)
+	}
+	nodes := map[string]bool{}
+	for _, p := range f.allPods() {
+		if p.Namespace != testNamespace {
+			continue
+		}
+		nodes[PinnedNode(p)] = true
+	}
+	if len(nodes) != 3 {
+		t.Errorf("member pods on nodes %v, want three different ones", nodes)
+	}
+	for ord := range int32(3) {
+		if _, err := f.data.GetVolume(PersistentVolumeName(f.getFlock("pg").UID, ord)); err != nil {
+			t.Errorf("member %d's volume: %v", ord, err)
+		}
+	}
+	f.check()
 }
 
 func TestParallelCreatesAllMembersAtOnce(t *testing.T) {

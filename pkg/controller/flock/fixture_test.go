@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,6 +76,8 @@ type fakeMemberControl struct {
 	// ops logs the successful pod writes: "create <pod> <revision>",
 	// "delete <pod>", "force-delete <pod>".
 	ops []string
+	// mu makes the fake safe for a sync's members written at once.
+	mu sync.Mutex
 }
 
 func newFakeMemberControl(pods, services cache.Indexer, clk *testingclock.FakeClock) *fakeMemberControl {
@@ -122,6 +125,8 @@ func (c *fakeMemberControl) ListPods(namespace string, selector labels.Selector)
 // ListPodsLive is ListPods plus the pods in uncachedPods (in the API
 // server, not yet in the cache).
 func (c *fakeMemberControl) ListPodsLive(_ context.Context, namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	out := listMatching[*corev1.Pod](c.pods, namespace, selector)
 	for _, p := range c.uncachedPods {
 		if p.Namespace == namespace && selector.Matches(labels.Set(p.Labels)) {
@@ -145,6 +150,8 @@ func (c *fakeMemberControl) deleteUncached(pod *corev1.Pod, op string) bool {
 }
 
 func (c *fakeMemberControl) CreatePod(_ context.Context, pod *corev1.Pod) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err := c.fail("CreatePod"); err != nil {
 		return err
 	}
@@ -164,6 +171,8 @@ func (c *fakeMemberControl) CreatePod(_ context.Context, pod *corev1.Pod) error 
 }
 
 func (c *fakeMemberControl) UpdatePod(_ context.Context, pod *corev1.Pod) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err := c.fail("UpdatePod"); err != nil {
 		return err
 	}
@@ -178,6 +187,8 @@ func (c *fakeMemberControl) UpdatePod(_ context.Context, pod *corev1.Pod) error 
 }
 
 func (c *fakeMemberControl) DeletePod(_ context.Context, pod *corev1.Pod) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err := c.fail("DeletePod"); err != nil {
 		return err
 	}
@@ -207,6 +218,8 @@ func (c *fakeMemberControl) DeletePod(_ context.Context, pod *corev1.Pod) error 
 }
 
 func (c *fakeMemberControl) ForceDeletePod(_ context.Context, pod *corev1.Pod) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err := c.fail("ForceDeletePod"); err != nil {
 		return err
 	}
@@ -333,6 +346,8 @@ func strategicPatch[T any](obj *T, uid types.UID, patch []byte) (*T, error) {
 }
 
 func (c *fakeMemberControl) PatchPod(_ context.Context, namespace, name string, patch []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err := c.fail("PatchPod"); err != nil {
 		return err
 	}
@@ -363,6 +378,8 @@ func (c *fakeMemberControl) GetService(namespace, name string) (*corev1.Service,
 }
 
 func (c *fakeMemberControl) CreateService(_ context.Context, svc *corev1.Service) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err := c.fail("CreateService"); err != nil {
 		return err
 	}
@@ -375,6 +392,8 @@ func (c *fakeMemberControl) CreateService(_ context.Context, svc *corev1.Service
 }
 
 func (c *fakeMemberControl) UpdateService(_ context.Context, svc *corev1.Service) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err := c.fail("UpdateService"); err != nil {
 		return err
 	}
@@ -385,6 +404,8 @@ func (c *fakeMemberControl) UpdateService(_ context.Context, svc *corev1.Service
 }
 
 func (c *fakeMemberControl) PatchService(_ context.Context, namespace, name string, patch []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err := c.fail("PatchService"); err != nil {
 		return err
 	}
@@ -438,6 +459,23 @@ func newFixture(t *testing.T, nodeNames ...string) *fixture {
 // the given verbosity (shown for failed tests only).
 func newFixtureWithLogVerbosity(t *testing.T, verbosity int, nodeNames ...string) *fixture {
 	t.Helper()
+	return newFixtureWithConfig(t, fixtureConfig{verbosity: verbosity, memberParallelism: 1}, nodeNames...)
+}
+
+// fixtureConfig shapes a fixture.
+type fixtureConfig struct {
+	// verbosity of the controller's log (shown for failed tests only).
+	verbosity int
+	// memberParallelism is Options.MemberParallelism. newFixture's is 1:
+	// most tests inject failures into "the next" write and read the
+	// order of writes, which members written at once would make random.
+	memberParallelism int
+}
+
+// newFixtureWithConfig is newFixture shaped by cfg.
+func newFixtureWithConfig(t *testing.T, cfg fixtureConfig, nodeNames ...string) *fixture {
+	t.Helper()
+	verbosity := cfg.verbosity
 	logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.Verbosity(verbosity)))
 	ctx := klog.NewContext(context.Background(), logger)
 	ctx, cancel := context.WithCancel(ctx)
@@ -469,7 +507,7 @@ func newFixtureWithLogVerbosity(t *testing.T, verbosity int, nodeNames ...string
 	f.members = newFakeMemberControl(f.pods, f.services, clk)
 	f.members.instantPrepare = true
 	f.history = &fakeRevisionControl{revisions: f.revisions, failures: map[string]*injector{}}
-	opts, err := Options{RolloutHaltAfter: testHaltAfter}.Complete()
+	opts, err := Options{RolloutHaltAfter: testHaltAfter, MemberParallelism: cfg.memberParallelism}.Complete()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -37,19 +38,32 @@ func (fc *defaultFlockControl) syncMembers(ctx context.Context, s *snapshot, pla
 		}
 	}
 
-	for ord := range replicas {
-		if changed[ord] {
-			if monotonic {
+	if monotonic {
+		for ord := range replicas {
+			if changed[ord] {
 				return utilerrors.NewAggregate(errs)
 			}
-			continue
+			out := fc.syncMember(ctx, s, ord, plan)
+			out.record(ord, changed, dataBlocked)
+			if out.err != nil {
+				errs = append(errs, out.err)
+			}
+			if out.wait || out.err != nil {
+				return utilerrors.NewAggregate(append(errs, fc.prepareAhead(ctx, s, ord+1)...))
+			}
 		}
-		wait, err := fc.syncMember(ctx, s, ord, plan, changed, dataBlocked)
-		if err != nil {
-			errs = append(errs, err)
+	} else {
+		var ords []int32
+		for ord := range replicas {
+			if !changed[ord] {
+				ords = append(ords, ord)
+			}
 		}
-		if monotonic && (wait || err != nil) {
-			return utilerrors.NewAggregate(append(errs, fc.prepareAhead(ctx, s, ord+1)...))
+		for i, out := range fc.syncMembersInParallel(ctx, s, ords, plan) {
+			out.record(ords[i], changed, dataBlocked)
+			if out.err != nil {
+				errs = append(errs, out.err)
+			}
 		}
 	}
 
@@ -222,47 +236,94 @@ func planMember(s *snapshot, ord int32, plan updatePlan) memberAction {
 	return memberAction{kind: memberKeep, wait: wait}
 }
 
-// syncMember writes what planMember decides for member ord. It returns
-// wait=true when an OrderedReady Flock must not go past this member yet.
-func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord int32, plan updatePlan, changed map[int32]bool, dataBlocked map[int32]blockage) (bool, error) {
+// memberOutcome is what syncMember did for one member.
+type memberOutcome struct {
+	// wait: an OrderedReady Flock must not go past this member yet.
+	wait bool
+	// changed: its pod was created or deleted.
+	changed bool
+	// blocked says why its data is not ready (nil: it is, or it was not
+	// looked at).
+	blocked *blockage
+	err     error
+}
+
+// record adds the outcome of member ord to the sync's changed and
+// dataBlocked.
+func (o memberOutcome) record(ord int32, changed map[int32]bool, dataBlocked map[int32]blockage) {
+	if o.changed {
+		changed[ord] = true
+	}
+	if o.blocked != nil {
+		dataBlocked[ord] = *o.blocked
+	}
+}
+
+// syncMembersInParallel runs syncMember for each of ords, at most
+// Options.MemberParallelism at a time, and returns their outcomes in the
+// order of ords. Without it a sync makes every member's volume, claim,
+// helper and pod one after another: with a few workers, the round trips of
+// the first Flocks' members hold up everything else (the StatefulSet
+// controller, too, creates a Parallel set's pods concurrently).
+func (fc *defaultFlockControl) syncMembersInParallel(ctx context.Context, s *snapshot, ords []int32, plan updatePlan) []memberOutcome {
+	out := make([]memberOutcome, len(ords))
+	if len(ords) == 1 || fc.opts.MemberParallelism <= 1 {
+		for i, ord := range ords {
+			out[i] = fc.syncMember(ctx, s, ord, plan)
+		}
+		return out
+	}
+	sem := make(chan struct{}, fc.opts.MemberParallelism)
+	var wg sync.WaitGroup
+	for i, ord := range ords {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			out[i] = fc.syncMember(ctx, s, ord, plan)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// syncMember writes what planMember decides for member ord. It reads s
+// and writes nothing but the API, so that members of one Flock can be
+// synced at the same time.
+func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord int32, plan updatePlan) memberOutcome {
 	f, m, pod := s.flock, s.members[ord], s.pods[ord]
 	a := planMember(s, ord, plan)
 	switch a.kind {
 	case memberCreate:
 		// The member's data first: its volume, claim and prepared
-		// directory (why it is not ready goes to dataBlocked).
+		// directory (why it is not ready is reported as blocked).
 		data, err := fc.data.ensure(ctx, f, m, s.nodes[m.Node], s.now)
 		if !data.ready {
-			if data.blocked != nil {
-				dataBlocked[ord] = *data.blocked
-			}
-			return true, err
+			return memberOutcome{wait: true, blocked: data.blocked, err: err}
 		}
 		name := PodName(f.Name, ord)
-		changed[ord] = true
 		err = fc.members.CreatePod(ctx, newMemberPodFromTemplate(f, a.template, m, a.revision))
 		switch {
 		case apierrors.IsAlreadyExists(err):
 			// The cache is behind; the pod's event brings us back.
-			return true, nil
+			return memberOutcome{wait: true, changed: true}
 		case err != nil:
 			fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create Pod %s for member %d on node %s failed: %v", name, ord, m.Node, err)
-			return true, fmt.Errorf("creating pod %s/%s: %w", f.Namespace, name, err)
+			return memberOutcome{wait: true, changed: true, err: fmt.Errorf("creating pod %s/%s: %w", f.Namespace, name, err)}
 		}
 		klog.FromContext(ctx).V(2).Info("Created member pod", "pod", klog.KRef(f.Namespace, name), "node", m.Node, "revision", a.revision)
 		fc.event(f, corev1.EventTypeNormal, "SuccessfulCreate", "created Pod %s for member %d on node %s (revision %s)", name, ord, m.Node, a.revision)
+		return memberOutcome{wait: a.wait, changed: true}
 	case memberDelete:
 		if a.warning != "" {
 			fc.event(f, corev1.EventTypeWarning, "RecreatingPod", "%s", a.warning)
 		}
-		changed[ord] = true
-		return a.wait, fc.deletePod(ctx, f, pod, a.why, a.force)
+		return memberOutcome{wait: a.wait, changed: true, err: fc.deletePod(ctx, f, pod, a.why, a.force)}
 	case memberRelabel:
 		// A patch, not an update: the cached copy of a pod that was adopted
 		// in this sync holds only what the controller reads (TrimPod).
 		if err := fc.members.PatchPod(ctx, pod.Namespace, pod.Name, labelsPatch(memberLabels(f, ord), pod.UID)); err != nil {
-			return true, fmt.Errorf("labelling pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			return memberOutcome{wait: true, err: fmt.Errorf("labelling pod %s/%s: %w", pod.Namespace, pod.Name, err)}
 		}
 	}
-	return a.wait, nil
+	return memberOutcome{wait: a.wait}
 }

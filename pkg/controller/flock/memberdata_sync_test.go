@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +41,11 @@ type fakeDataControl struct {
 	next            int
 	ops             []string
 	unbound         bool
+	// mu makes the fake safe for a sync's members written at once.
+	mu sync.Mutex
+	// beforeCreateClaim, when set, runs at the start of CreateClaim,
+	// outside mu.
+	beforeCreateClaim func()
 }
 
 func newFakeDataControl() *fakeDataControl {
@@ -61,14 +67,18 @@ func (c *fakeDataControl) hide() {
 }
 
 func (c *fakeDataControl) GetVolumeLive(_ context.Context, name string) (*corev1.PersistentVolume, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if pv, ok := c.uncachedVolumes[name]; ok {
 		return pv, nil
 	}
-	return c.GetVolume(name)
+	return c.getVolume(name)
 }
 
 func (c *fakeDataControl) ListVolumesLive(_ context.Context, selector labels.Selector) ([]*corev1.PersistentVolume, error) {
-	out, _ := c.ListVolumes(selector)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out, _ := c.listVolumes(selector)
 	for _, pv := range c.uncachedVolumes {
 		if selector.Matches(labels.Set(pv.Labels)) {
 			out = append(out, pv)
@@ -78,10 +88,12 @@ func (c *fakeDataControl) ListVolumesLive(_ context.Context, selector labels.Sel
 }
 
 func (c *fakeDataControl) GetClaimLive(_ context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if pvc, ok := c.uncachedClaims[namespace+"/"+name]; ok {
 		return pvc, nil
 	}
-	return c.GetClaim(namespace, name)
+	return c.getClaim(namespace, name)
 }
 
 func (c *fakeDataControl) uid() types.UID {
@@ -89,14 +101,14 @@ func (c *fakeDataControl) uid() types.UID {
 	return types.UID(fmt.Sprintf("data-uid-%d", c.next))
 }
 
-func (c *fakeDataControl) GetVolume(name string) (*corev1.PersistentVolume, error) {
+func (c *fakeDataControl) getVolume(name string) (*corev1.PersistentVolume, error) {
 	if pv, ok := c.volumes[name]; ok {
 		return pv, nil
 	}
 	return nil, apierrors.NewNotFound(pvResource, name)
 }
 
-func (c *fakeDataControl) ListVolumes(selector labels.Selector) ([]*corev1.PersistentVolume, error) {
+func (c *fakeDataControl) listVolumes(selector labels.Selector) ([]*corev1.PersistentVolume, error) {
 	var out []*corev1.PersistentVolume
 	for _, pv := range c.volumes {
 		if selector.Matches(labels.Set(pv.Labels)) {
@@ -107,6 +119,8 @@ func (c *fakeDataControl) ListVolumes(selector labels.Selector) ([]*corev1.Persi
 }
 
 func (c *fakeDataControl) CreateVolume(_ context.Context, pv *corev1.PersistentVolume) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if _, ok := c.volumes[pv.Name]; ok {
 		return apierrors.NewAlreadyExists(pvResource, pv.Name)
 	}
@@ -127,6 +141,8 @@ func (c *fakeDataControl) CreateVolume(_ context.Context, pv *corev1.PersistentV
 }
 
 func (c *fakeDataControl) AnnotateVolume(_ context.Context, pv *corev1.PersistentVolume, key, value string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	store := c.volumes
 	if _, ok := c.uncachedVolumes[pv.Name]; ok {
 		store = c.uncachedVolumes
@@ -146,6 +162,8 @@ func (c *fakeDataControl) AnnotateVolume(_ context.Context, pv *corev1.Persisten
 }
 
 func (c *fakeDataControl) UpdateVolume(_ context.Context, pv *corev1.PersistentVolume) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if old, ok := c.volumes[pv.Name]; !ok || old.UID != pv.UID {
 		return apierrors.NewConflict(pvResource, pv.Name, fmt.Errorf("gone"))
 	}
@@ -155,6 +173,8 @@ func (c *fakeDataControl) UpdateVolume(_ context.Context, pv *corev1.PersistentV
 }
 
 func (c *fakeDataControl) DeleteVolume(_ context.Context, pv *corev1.PersistentVolume) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, m := range []map[string]*corev1.PersistentVolume{c.volumes, c.uncachedVolumes} {
 		if old, ok := m[pv.Name]; ok && old.UID == pv.UID {
 			delete(m, pv.Name)
@@ -164,7 +184,7 @@ func (c *fakeDataControl) DeleteVolume(_ context.Context, pv *corev1.PersistentV
 	return nil
 }
 
-func (c *fakeDataControl) GetClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+func (c *fakeDataControl) getClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
 	if pvc, ok := c.claims[namespace+"/"+name]; ok {
 		return pvc, nil
 	}
@@ -172,6 +192,11 @@ func (c *fakeDataControl) GetClaim(namespace, name string) (*corev1.PersistentVo
 }
 
 func (c *fakeDataControl) CreateClaim(_ context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
+	if c.beforeCreateClaim != nil {
+		c.beforeCreateClaim()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	key := claim.Namespace + "/" + claim.Name
 	if _, ok := c.claims[key]; ok {
 		return nil, apierrors.NewAlreadyExists(pvcResource, claim.Name)
@@ -201,6 +226,8 @@ func bindClaim(claim *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume)
 }
 
 func (c *fakeDataControl) UpdateClaim(_ context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	key := claim.Namespace + "/" + claim.Name
 	old, ok := c.claims[key]
 	if !ok || old.UID != claim.UID {
@@ -214,6 +241,8 @@ func (c *fakeDataControl) UpdateClaim(_ context.Context, claim *corev1.Persisten
 }
 
 func (c *fakeDataControl) UpdateClaimStatus(_ context.Context, claim *corev1.PersistentVolumeClaim) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	key := claim.Namespace + "/" + claim.Name
 	old, ok := c.claims[key]
 	if !ok || old.UID != claim.UID {
@@ -227,6 +256,8 @@ func (c *fakeDataControl) UpdateClaimStatus(_ context.Context, claim *corev1.Per
 }
 
 func (c *fakeDataControl) DeleteClaim(_ context.Context, claim *corev1.PersistentVolumeClaim) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	key := claim.Namespace + "/" + claim.Name
 	for _, m := range []map[string]*corev1.PersistentVolumeClaim{c.claims, c.uncachedClaims} {
 		if old, ok := m[key]; ok && old.UID == claim.UID {
@@ -562,4 +593,22 @@ func TestRemoveSkipsGoneNode(t *testing.T) {
 	if !done || len(d.data.volumes) != 0 || len(d.pods.ops) != 0 || !hasDataEvent(d.events, "DataCleanupSkipped", "node n-a of member 0 is gone") {
 		t.Errorf("done %v, volumes %v, pod writes %v, events %v", done, d.data.volumes, d.pods.ops, d.events)
 	}
+}
+
+func (c *fakeDataControl) GetVolume(name string) (*corev1.PersistentVolume, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.getVolume(name)
+}
+
+func (c *fakeDataControl) ListVolumes(selector labels.Selector) ([]*corev1.PersistentVolume, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.listVolumes(selector)
+}
+
+func (c *fakeDataControl) GetClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.getClaim(namespace, name)
 }

@@ -39,6 +39,10 @@ type Options struct {
 	// Workers is the number of Flocks synced in parallel when Run is given
 	// no positive number (default 1).
 	Workers int
+	// MemberParallelism is how many members of one Parallel Flock a sync
+	// writes for at the same time, each member's writes in order (default
+	// DefaultMemberParallelism; 1: one member after another).
+	MemberParallelism int
 }
 
 // Complete returns o with defaults filled in, or an error when a value is
@@ -52,6 +56,9 @@ func (o Options) Complete() (Options, error) {
 	}
 	if o.Workers <= 0 {
 		o.Workers = 1
+	}
+	if o.MemberParallelism <= 0 {
+		o.MemberParallelism = DefaultMemberParallelism
 	}
 	if o.CleanupImage == "" {
 		o.CleanupImage = DefaultCleanupImage
@@ -88,6 +95,9 @@ func (o Options) Validate() error {
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
 	}
+	if o.MemberParallelism < 1 {
+		errs = append(errs, fmt.Errorf("--member-parallelism must be at least 1, got %d", o.MemberParallelism))
+	}
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -106,4 +116,6 @@ const (
 	DefaultCleanupImage = "busybox:1.36"
 	// DefaultRolloutHaltAfter is Options.RolloutHaltAfter when unset.
 	DefaultRolloutHaltAfter = 30 * time.Second
+	// DefaultMemberParallelism is Options.MemberParallelism when unset.
+	DefaultMemberParallelism = 8
 )
