@@ -166,6 +166,10 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, []row, error) {
 	if err := ensureLocalClass(ctx, kube); err != nil {
 		return nil, nil, err
 	}
+	kinds, err := kindsToRun(*skipKinds)
+	if err != nil {
+		return nil, nil, err
+	}
 	var rows []row
 	var steps timelineRows
 	for ci, rc := range cases {
@@ -177,7 +181,7 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, []row, error) {
 		pods := row{Case: "ready: " + rc.name, Unit: "ms", Values: map[string]float64{}, Samples: map[string][]float64{}, Unfinished: map[string]string{}}
 		status := row{Case: "readyReplicas: " + rc.name, Unit: "ms", Values: map[string]float64{}, Samples: map[string][]float64{}}
 		for run := range *readyRuns {
-			for _, kind := range turns(readyKinds, run) {
+			for _, kind := range turns(kinds, run) {
 				ns := fmt.Sprintf("ready-%d-%d-%s", ci, run, kindSlug(kind))
 				if err := newNamespace(ctx, c, ns); err != nil {
 					return nil, nil, err
@@ -575,4 +579,23 @@ func floodCase(ctx context.Context, c *cluster.Cluster, k kindClients) (row, err
 	}
 	fmt.Fprintln(os.Stderr, "bench-e2e: flood done")
 	return r.medians(), nil
+}
+
+// kindsToRun returns readyKinds without those skip names (comma-separated),
+// or an error naming a kind that is not one of them.
+func kindsToRun(skip string) ([]string, error) {
+	kinds := slices.Clone(readyKinds)
+	for _, k := range strings.Split(skip, ",") {
+		if k = strings.TrimSpace(k); k == "" {
+			continue
+		}
+		if !slices.Contains(readyKinds, k) {
+			return nil, fmt.Errorf("-skip-kinds: %q is not one of %s", k, strings.Join(readyKinds, ", "))
+		}
+		kinds = slices.DeleteFunc(kinds, func(s string) bool { return s == k })
+	}
+	if len(kinds) == 0 {
+		return nil, fmt.Errorf("-skip-kinds: %q leaves no kind to run", skip)
+	}
+	return kinds, nil
 }

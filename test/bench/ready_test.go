@@ -5,6 +5,7 @@ package main
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -74,5 +75,21 @@ func TestReadyRatio(t *testing.T) {
 	delete(r.Values, tSTSPV)
 	if got := readyRatio(r, tSTSPV); got != "(-)" {
 		t.Errorf("without the anchor: %q, want (-)", got)
+	}
+}
+
+func TestKindsToRun(t *testing.T) {
+	got, err := kindsToRun(" StatefulSet+PV ,")
+	if err != nil || !slices.Equal(got, []string{tSTS, tFlock}) {
+		t.Errorf("skip StatefulSet+PV: %v, %v; want [%s %s]", got, err, tSTS, tFlock)
+	}
+	if got, err := kindsToRun(""); err != nil || !slices.Equal(got, readyKinds) {
+		t.Errorf("skip nothing: %v, %v", got, err)
+	}
+	if _, err := kindsToRun("Deployment"); err == nil || !strings.Contains(err.Error(), `"Deployment" is not one of`) {
+		t.Errorf("unknown kind: err = %v", err)
+	}
+	if _, err := kindsToRun(strings.Join(readyKinds, ",")); err == nil {
+		t.Error("skipping every kind: no error")
 	}
 }
