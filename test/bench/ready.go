@@ -193,7 +193,7 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, []row, error) {
 					}
 				}
 				var tl *timeline
-				if onReal {
+				if onReal || (*timelineCase != "" && strings.Contains(rc.name, *timelineCase)) {
 					if tl, err = watchTimeline(ctx, kube, ns); err != nil {
 						return nil, nil, err
 					}
@@ -214,7 +214,8 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, []row, error) {
 				}
 				if tl != nil {
 					tl.close()
-					steps.add(kind, tl.last(start, int(rc.members)))
+					steps.caseName = rc.name
+					steps.add(kind, tl.last(start, rc.objects*int(rc.members)))
 				}
 				var notReady *notReadyError
 				if errors.As(err, &notReady) {

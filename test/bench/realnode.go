@@ -203,7 +203,11 @@ func (tl *timeline) last(start time.Time, members int) map[string]time.Duration 
 
 // timelineRows are one row per step, each kind's samples the time the
 // last member passed the step in each run; add collects them.
-type timelineRows struct{ rows map[string]*row }
+type timelineRows struct {
+	rows map[string]*row
+	// caseName is the case the timeline is of.
+	caseName string
+}
 
 func (t *timelineRows) add(kind string, steps map[string]time.Duration) {
 	if t.rows == nil {
@@ -212,7 +216,7 @@ func (t *timelineRows) add(kind string, steps map[string]time.Duration) {
 	for step, d := range steps {
 		r := t.rows[step]
 		if r == nil {
-			r = &row{Case: "timeline: " + step, Unit: "ms", Values: map[string]float64{}, Samples: map[string][]float64{}}
+			r = &row{Case: "timeline of " + t.caseName + ": " + step, Unit: "ms", Values: map[string]float64{}, Samples: map[string][]float64{}}
 			t.rows[step] = r
 		}
 		r.Samples[kind] = append(r.Samples[kind], float64(d.Microseconds())/1000)
@@ -236,10 +240,12 @@ func printTimeline(rows []row) {
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Printf("\nTimeline of the real-node case: ms after create at which the last member passed each step, medians\n"+
-		"(as seen by watches; -: no such step for that kind).\n\n| step | %s |\n|---|---|---|---|\n", strings.Join(readyKinds, " | "))
+	caseName, _, _ := strings.Cut(strings.TrimPrefix(rows[0].Case, "timeline of "), ": ")
+	fmt.Printf("\nTimeline of the case %s: ms after create at which the last member passed each step, medians\n"+
+		"(as seen by watches; -: no such step for that kind, or not run).\n\n| step | %s |\n|---|---|---|---|\n", caseName, strings.Join(readyKinds, " | "))
 	for _, r := range rows {
-		cells := []string{strings.TrimPrefix(r.Case, "timeline: ")}
+		_, step, _ := strings.Cut(r.Case, ": ")
+		cells := []string{step}
 		for _, kind := range readyKinds {
 			if v, ok := r.Values[kind]; ok {
 				cells = append(cells, fmt.Sprintf("%.0f", v))

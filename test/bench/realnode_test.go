@@ -54,12 +54,12 @@ func TestTimelineSteps(t *testing.T) {
 		t.Error("a later event moved the first time a step was seen")
 	}
 
-	var rows timelineRows
+	rows := timelineRows{caseName: "2 members"}
 	rows.add(tFlock, map[string]time.Duration{stepPodReady: 300 * time.Millisecond, stepHelperDone: 100 * time.Millisecond})
 	rows.add(tFlock, map[string]time.Duration{stepPodReady: 500 * time.Millisecond, stepHelperDone: 200 * time.Millisecond})
 	rows.add(tSTS, map[string]time.Duration{stepPodReady: 50 * time.Millisecond})
 	res := rows.result()
-	if len(res) != 2 || res[0].Case != "timeline: "+stepHelperDone || res[1].Case != "timeline: "+stepPodReady {
+	if len(res) != 2 || res[0].Case != "timeline of 2 members: "+stepHelperDone || res[1].Case != "timeline of 2 members: "+stepPodReady {
 		t.Fatalf("rows %+v, want helper done then Ready (the steps' order)", res)
 	}
 	if v := res[1].Values; v[tFlock] != 500 || v[tSTS] != 50 {
