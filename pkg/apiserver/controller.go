@@ -35,7 +35,8 @@ type ControllerConfig struct {
 	Enabled bool
 	// Options are handed to the controller.
 	Options flockcontroller.Options
-	// QPS and Burst limit the controller's client of the core cluster.
+	// QPS and Burst limit each of the controller's clients of the core
+	// cluster (flockcontroller.Clients: member pods, member data, helpers).
 	QPS   float32
 	Burst int
 	// LeaderElection makes one of several replicas run the controller.
@@ -88,10 +89,17 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 		return nil, err
 	}
 	kc.Wrap(fence.wrap)
-	kubeClient, err := kubernetes.NewForConfig(kc)
-	if err != nil {
-		return nil, err
+	// A client (and a rate limit) per kind of work, as kube-controller-
+	// manager gives each of its controllers: member pods, Service and
+	// revisions; members' volumes and claims; helper pods.
+	var clients [3]kubernetes.Interface
+	for i, agent := range []string{"flock-controller", "flock-controller/data", "flock-controller/helpers"} {
+		kc.UserAgent = agent
+		if clients[i], err = kubernetes.NewForConfig(kc); err != nil {
+			return nil, err
+		}
 	}
+	kubeClient := clients[0]
 	lc := rest.CopyConfig(loopback)
 	lc.UserAgent = "flock-controller"
 	lc.Wrap(fence.wrap)
@@ -103,7 +111,7 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 		kubeinformers.WithTransform(flockcontroller.CacheTransform))
 	broadcast := newEventBroadcaster(ctx)
 	recorder := broadcast.NewRecorder(flockscheme.Scheme, corev1.EventSource{Component: "flock-controller"})
-	c, err := flockcontroller.NewController(ctx, kubeClient, flockClient,
+	c, err := flockcontroller.NewController(ctx, flockcontroller.Clients{Members: kubeClient, Data: clients[1], Helpers: clients[2]}, flockClient,
 		flockFactory.Flock().V1alpha1().Flocks(),
 		kubeFactory.Core().V1().Pods(),
 		kubeFactory.Core().V1().Nodes(),

@@ -233,14 +233,14 @@ func (fc *defaultFlockControl) canAdopt(f *v1alpha1.Flock) func(ctx context.Cont
 }
 
 // NewDefaultFlockControl returns the FlockControl of the controller.
-// data makes members' PersistentVolumes and claims (helper pods go through
-// members, in opts.HelperNamespace). revisions records templates as
+// members writes member pods and the Service, helpers the data helper pods
+// (in opts.HelperNamespace), data members' PersistentVolumes and claims. revisions records templates as
 // ControllerRevisions. flockClient is used
 // for live reads before adoption and to add and remove the data-cleanup
 // finalizer, flockLister to count every Flock's members per node,
 // nodeLister for placement and for telling why a member is blocked. opts
 // must be completed.
-func NewDefaultFlockControl(members MemberControl, data DataControl, revisions RevisionControl, status StatusUpdater, flockClient versioned.Interface,
+func NewDefaultFlockControl(members, helpers MemberControl, data DataControl, revisions RevisionControl, status StatusUpdater, flockClient versioned.Interface,
 	flockLister flocklisters.FlockLister, nodeLister corelisters.NodeLister, recorder record.EventRecorder, opts Options) FlockControl {
 	fc := &defaultFlockControl{
 		members: members, revisions: revisions, status: status, flockClient: flockClient,
@@ -248,7 +248,7 @@ func NewDefaultFlockControl(members MemberControl, data DataControl, revisions R
 		lost: newNodeLossTracker(),
 	}
 	fc.data = &dataSyncer{
-		data: data, pods: members, event: fc.event,
+		data: data, pods: helpers, event: fc.event,
 		nodeByName: func(name string) *corev1.Node {
 			n, err := nodeLister.Get(name)
 			if err != nil {

@@ -29,6 +29,30 @@ import (
 	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions/flock/v1alpha1"
 )
 
+// Clients are the controller's clients of the core cluster, one per kind
+// of work, as kube-controller-manager gives each of its controllers a client
+// (and so a rate limit) of its own: Members writes member pods, the
+// headless Service and ControllerRevisions (the StatefulSet controller's
+// share); Data writes members' PersistentVolumes and claims (the share of
+// the PersistentVolume controller); Helpers writes the data helper pods.
+// A nil Data or Helpers uses Members.
+type Clients struct {
+	Members, Data, Helpers kubernetes.Interface
+}
+
+// OneClient returns Clients that all use c.
+func OneClient(c kubernetes.Interface) Clients { return Clients{Members: c} }
+
+func (c Clients) complete() Clients {
+	if c.Data == nil {
+		c.Data = c.Members
+	}
+	if c.Helpers == nil {
+		c.Helpers = c.Members
+	}
+	return c
+}
+
 // NewController returns a Flock controller. The informers must not have
 // been started yet (an index is added to the pod informer); start them
 // after NewController, then call Run. Flocks are read and written through
@@ -36,7 +60,7 @@ import (
 // the ControllerRevisions that record templates through kubeClient (the
 // core cluster). Events are recorded on Flocks through recorder, by
 // ObjectReference (its scheme need not know Flocks).
-func NewController(ctx context.Context, kubeClient kubernetes.Interface, flockClient versioned.Interface,
+func NewController(ctx context.Context, clients Clients, flockClient versioned.Interface,
 	flockInformer flockinformers.FlockInformer, podInformer coreinformers.PodInformer,
 	nodeInformer coreinformers.NodeInformer, serviceInformer coreinformers.ServiceInformer,
 	revisionInformer appsinformers.ControllerRevisionInformer,
@@ -47,13 +71,15 @@ func NewController(ctx context.Context, kubeClient kubernetes.Interface, flockCl
 		return nil, err
 	}
 	registerMetrics()
-	members := NewMemberControl(kubeClient, podInformer.Lister(), serviceInformer.Lister())
-	data := NewDataControl(kubeClient, volumeInformer.Lister(), claimInformer.Lister())
-	revisions, err := NewRevisionControl(kubeClient, revisionInformer.Informer())
+	clients = clients.complete()
+	members := NewMemberControl(clients.Members, podInformer.Lister(), serviceInformer.Lister())
+	helpers := NewMemberControl(clients.Helpers, podInformer.Lister(), serviceInformer.Lister())
+	data := NewDataControl(clients.Data, volumeInformer.Lister(), claimInformer.Lister())
+	revisions, err := NewRevisionControl(clients.Members, revisionInformer.Informer())
 	if err != nil {
 		return nil, err
 	}
-	control := NewDefaultFlockControl(members, data, revisions, NewStatusUpdater(flockClient), flockClient,
+	control := NewDefaultFlockControl(members, helpers, data, revisions, NewStatusUpdater(flockClient), flockClient,
 		flockInformer.Lister(), nodeInformer.Lister(), recorder, opts)
 	return newController(ctx, control, flockInformer, podInformer, nodeInformer, serviceInformer, revisionInformer,
 		volumeInformer, claimInformer, opts, clock.RealClock{})

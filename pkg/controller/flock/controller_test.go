@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -133,10 +134,18 @@ func TestRunOverFakeClientsets(t *testing.T) {
 	defer cancel()
 
 	kubeClient := k8sfake.NewClientset(newNode("n-a"), newNode("n-b"))
+	// The controller's data and helper clients are clientsets of their
+	// own over the same objects, recording their own actions.
+	sharing := func() *k8sfake.Clientset {
+		c := &k8sfake.Clientset{}
+		c.AddReactor("*", "*", clienttesting.ObjectReaction(kubeClient.Tracker()))
+		return c
+	}
+	dataClient, helperClient := sharing(), sharing()
 	// The API server gives every claim a UID (the fake does not): a
 	// member's volume is made bound to it.
 	var claims atomic.Int32
-	kubeClient.PrependReactor("create", "persistentvolumeclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
+	dataClient.PrependReactor("create", "persistentvolumeclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		if pvc, ok := a.(clienttesting.CreateAction).GetObject().(*corev1.PersistentVolumeClaim); ok {
 			pvc.UID = types.UID(fmt.Sprintf("claim-uid-%d", claims.Add(1)))
 		}
@@ -146,7 +155,7 @@ func TestRunOverFakeClientsets(t *testing.T) {
 	kubeFactory := informers.NewSharedInformerFactory(kubeClient, 0)
 	flockFactory := flockinformers.NewSharedInformerFactory(flockClient, 0)
 	recorder := record.NewFakeRecorder(1000)
-	c, err := NewController(ctx, kubeClient, flockClient, flockFactory.Flock().V1alpha1().Flocks(),
+	c, err := NewController(ctx, Clients{Members: kubeClient, Data: dataClient, Helpers: helperClient}, flockClient, flockFactory.Flock().V1alpha1().Flocks(),
 		kubeFactory.Core().V1().Pods(), kubeFactory.Core().V1().Nodes(), kubeFactory.Core().V1().Services(),
 		kubeFactory.Apps().V1().ControllerRevisions(), kubeFactory.Core().V1().PersistentVolumes(),
 		kubeFactory.Core().V1().PersistentVolumeClaims(), recorder, Options{ClusterDomain: "example.org"})
@@ -233,6 +242,42 @@ func TestRunOverFakeClientsets(t *testing.T) {
 	if _, err := kubeClient.CoreV1().Services(testNamespace).Get(ctx, "pg", metav1.GetOptions{}); err != nil {
 		t.Errorf("service: %v", err)
 	}
+	// Each kind of write went through its own client.
+	writes := func(c *k8sfake.Clientset) map[string]int {
+		out := map[string]int{}
+		for _, a := range c.Actions() {
+			if v := a.GetVerb(); v != "get" && v != "list" && v != "watch" {
+				out[v+" "+a.GetResource().Resource+" in "+a.GetNamespace()]++
+			}
+		}
+		return out
+	}
+	dataWrites, helperWrites := writes(dataClient), writes(helperClient)
+	for w := range dataWrites {
+		if !strings.Contains(w, "persistentvolume") {
+			t.Errorf("the data client wrote %q", w)
+		}
+	}
+	// (A create whose cache was behind is retried and logged again.)
+	if dataWrites["create persistentvolumeclaims in "+testNamespace] < 2 || dataWrites["create persistentvolumes in "] < 2 {
+		t.Errorf("data client writes %v, want both members' claims and volumes created", dataWrites)
+	}
+	for w := range helperWrites {
+		if w != "create pods in "+DefaultHelperNamespace && w != "delete pods in "+DefaultHelperNamespace {
+			t.Errorf("the helper client wrote %q", w)
+		}
+	}
+	if helperWrites["create pods in "+DefaultHelperNamespace] < 2 {
+		t.Errorf("helper client writes %v, want both members' prepare helpers created", helperWrites)
+	}
+	for w := range writes(kubeClient) {
+		if strings.HasPrefix(w, "create persistentvolume") || w == "create pods in "+DefaultHelperNamespace {
+			t.Errorf("the members' client wrote %q", w)
+		}
+	}
+	if writes(kubeClient)["create pods in "+testNamespace] < 2 {
+		t.Errorf("members' client writes %v, want both member pods created", writes(kubeClient))
+	}
 
 	cancel()
 	select {
@@ -246,7 +291,7 @@ func TestNewControllerRejectsBadOptions(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	kubeFactory := informers.NewSharedInformerFactory(k8sfake.NewClientset(), 0)
 	flockFactory := flockinformers.NewSharedInformerFactory(flockfake.NewSimpleClientset(), 0)
-	_, err := NewController(ctx, k8sfake.NewClientset(), flockfake.NewSimpleClientset(), flockFactory.Flock().V1alpha1().Flocks(),
+	_, err := NewController(ctx, OneClient(k8sfake.NewClientset()), flockfake.NewSimpleClientset(), flockFactory.Flock().V1alpha1().Flocks(),
 		kubeFactory.Core().V1().Pods(), kubeFactory.Core().V1().Nodes(), kubeFactory.Core().V1().Services(),
 		kubeFactory.Apps().V1().ControllerRevisions(), kubeFactory.Core().V1().PersistentVolumes(),
 		kubeFactory.Core().V1().PersistentVolumeClaims(), record.NewFakeRecorder(1), Options{DataRoot: "relative/path"})

@@ -514,7 +514,7 @@ func newFixtureWithConfig(t *testing.T, cfg fixtureConfig, nodeNames ...string) 
 	// Conflicts are retried as in production, without the pauses.
 	status := &realStatusUpdater{client: flockClient, backoff: wait.Backoff{Steps: retry.DefaultRetry.Steps}}
 	f.data = newFakeDataControl()
-	control := NewDefaultFlockControl(f.members, f.data, f.history, status, flockClient,
+	control := NewDefaultFlockControl(f.members, f.members, f.data, f.history, status, flockClient,
 		flockInformer.Lister(), nodeInformer.Lister(), f.recorder, opts)
 	f.controller, err = newController(ctx, control, flockInformer, podInformer, nodeInformer, serviceInformer, revisionInformer,
 		kubeFactory.Core().V1().PersistentVolumes(), kubeFactory.Core().V1().PersistentVolumeClaims(), opts, clk)

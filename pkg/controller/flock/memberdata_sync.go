@@ -13,11 +13,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
@@ -48,6 +50,9 @@ type dataSyncer struct {
 	// dataRoot, helperNamespace and helperImage are the controller's
 	// options.
 	dataRoot, helperNamespace, helperImage string
+	// prepared remembers the volumes marked prepared until the cache
+	// shows it.
+	prepared preparedMarks
 }
 
 // dataState is where a member's data stands.
@@ -167,7 +172,7 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 			return conflicting(ord, why), nil
 		}
 	}
-	prepared := pv.Annotations[AnnotationPrepared] == "true"
+	prepared := d.isPrepared(pv)
 	var preparing dataState
 	if !prepared {
 		if preparing, err = d.prepare(ctx, f, m, pv, now); err != nil || preparing.ready {
@@ -374,8 +379,60 @@ func (d *dataSyncer) prepare(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.
 	if err := d.data.AnnotateVolume(ctx, pv, AnnotationPrepared, "true"); err != nil {
 		return waiting(pv.Name, claimName, "recording that %s is prepared failed", dir), fmt.Errorf("marking PersistentVolume %s prepared: %w", pv.Name, err)
 	}
+	d.prepared.mark(pv.UID, now)
 	uid, gid := dataOwner(f)
 	d.event(f, corev1.EventTypeNormal, "DataPrepared", "prepared data directory %s of member %d on node %s (owner %d:%d, mode %o)",
 		dir, ord, m.Node, uid, gid, storageMode(f))
 	return dataState{ready: true, volume: pv.Name, claim: claimName}, d.deleteHelpers(ctx, f, ord, HelperPrepare, false)
+}
+
+// isPrepared reports whether pv's directory is prepared: its annotation
+// says so, or this controller wrote that annotation and its cache does not
+// show it yet. Without the second, a sync between the helper's deletion and
+// the volume's update reaching the cache would run the helper again.
+func (d *dataSyncer) isPrepared(pv *corev1.PersistentVolume) bool {
+	if pv.Annotations[AnnotationPrepared] == "true" {
+		d.prepared.forget(pv.UID)
+		return true
+	}
+	return d.prepared.marked(pv.UID)
+}
+
+// preparedMarks are the volumes this controller marked prepared whose
+// annotation its cache may not show yet, by UID, with when they were
+// marked. A mark older than preparedMarkTTL is dropped (the cache has long
+// caught up, or the volume is gone).
+type preparedMarks struct {
+	mu    sync.Mutex
+	marks map[types.UID]time.Time
+}
+
+// preparedMarkTTL bounds how long a mark is kept.
+const preparedMarkTTL = 10 * time.Minute
+
+func (p *preparedMarks) mark(uid types.UID, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.marks == nil {
+		p.marks = map[types.UID]time.Time{}
+	}
+	for u, at := range p.marks {
+		if now.Sub(at) > preparedMarkTTL {
+			delete(p.marks, u)
+		}
+	}
+	p.marks[uid] = now
+}
+
+func (p *preparedMarks) marked(uid types.UID) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.marks[uid]
+	return ok
+}
+
+func (p *preparedMarks) forget(uid types.UID) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.marks, uid)
 }

@@ -612,3 +612,52 @@ func (c *fakeDataControl) GetClaim(namespace, name string) (*corev1.PersistentVo
 	defer c.mu.Unlock()
 	return c.getClaim(namespace, name)
 }
+
+// A volume this controller marked prepared counts as prepared while the
+// cache still shows it without the mark: a member whose pod is made again
+// in that window starts without its helper running a second time. A volume
+// nobody marked is prepared as before.
+func TestMarkedVolumeIsNotPreparedAgainWhileTheCacheIsBehind(t *testing.T) {
+	f := newFixture(t, "n-a")
+	f.createFlock(newFlock("pg", 1))
+	f.settle("pg")
+	uid := f.getFlock("pg").UID
+	pvName, helper := PersistentVolumeName(uid, 0), HelperPodName(HelperPrepare, uid, 0)
+	helperCreates := func() int {
+		n := 0
+		for _, op := range f.members.ops {
+			if strings.HasPrefix(op, "create "+helper+" ") {
+				n++
+			}
+		}
+		return n
+	}
+	if f.pod("pg-0") == nil || helperCreates() != 1 || f.data.volumes[pvName].Annotations[AnnotationPrepared] != "true" {
+		t.Fatalf("after settling: pod %v, %d helper creates, volume annotations %v; want a pod, one helper, the mark",
+			f.pod("pg-0") != nil, helperCreates(), f.data.volumes[pvName].Annotations)
+	}
+	behind := func() {
+		stale := f.data.volumes[pvName].DeepCopy()
+		delete(stale.Annotations, AnnotationPrepared)
+		f.data.volumes[pvName] = stale
+	}
+
+	behind()
+	f.deletePod("pg-0")
+	f.mustSync("pg")
+	if f.pod("pg-0") == nil || helperCreates() != 1 {
+		t.Errorf("cache behind the mark: pod %v, %d helper creates; want the pod made again, no second helper", f.pod("pg-0") != nil, helperCreates())
+	}
+
+	// Once the cache has shown the mark, the controller forgets it: a
+	// volume whose mark is then gone is prepared again.
+	f.data.volumes[pvName].Annotations[AnnotationPrepared] = "true"
+	f.deletePod("pg-0")
+	f.mustSync("pg")
+	behind()
+	f.deletePod("pg-0")
+	f.settle("pg")
+	if helperCreates() != 2 {
+		t.Errorf("an unmarked volume the controller had seen marked: %d helper creates, want 2 (prepared again)", helperCreates())
+	}
+}

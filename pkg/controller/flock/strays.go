@@ -45,7 +45,7 @@ func (fc *defaultFlockControl) SweepStrays(ctx context.Context, namespace, name 
 	if err != nil {
 		return err
 	}
-	vols = slices.DeleteFunc(vols, func(pv *corev1.PersistentVolume) bool { return !neverUsed(pv) })
+	vols = slices.DeleteFunc(vols, func(pv *corev1.PersistentVolume) bool { return !neverUsed(pv) || fc.data.prepared.marked(pv.UID) })
 	if len(helpers) == 0 && len(vols) == 0 {
 		return nil
 	}
