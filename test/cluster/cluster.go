@@ -457,6 +457,7 @@ func (c *Cluster) waitFor(ctx context.Context, p *Process, what string, check fu
 	defer cancel()
 	start := time.Now()
 	var lastErr error
+	attempts := 0
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -468,12 +469,15 @@ func (c *Cluster) waitFor(ctx context.Context, p *Process, what string, check fu
 			klog.FromContext(ctx).V(1).Info("Ready", "what", what, "elapsed", time.Since(start).Round(time.Millisecond))
 			return nil
 		}
-		if err != nil {
+		attempts++
+		// An attempt cut short by the wait's own deadline says nothing
+		// about the component: keep the error before it.
+		if err != nil && (ctx.Err() == nil || lastErr == nil) {
 			lastErr = err
 		}
 		select {
 		case <-ctx.Done():
-			msg := fmt.Sprintf("%s not ready after %s", what, time.Since(start).Round(time.Second))
+			msg := fmt.Sprintf("%s not ready after %s and %d attempts", what, time.Since(start).Round(time.Second), attempts)
 			if lastErr != nil {
 				msg += fmt.Sprintf(" (last error: %v)", lastErr)
 			}
