@@ -4,7 +4,10 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"errors"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -327,5 +330,31 @@ func TestOptionsComplete(t *testing.T) {
 	o = Options{BinDir: bin, WorkDir: t.TempDir(), RepoRoot: t.TempDir(), WithoutDNS: true, WithoutFlock: true}
 	if err := o.complete(); !errors.As(err, &missing) || strings.Join(missing.Missing, " ") != "kube-controller-manager kube-scheduler kwok" {
 		t.Errorf("WithoutDNS, WithoutFlock: err = %v, want only kube-controller-manager kube-scheduler kwok missing", err)
+	}
+}
+
+func TestHandlersInFlight(t *testing.T) {
+	dump := "goroutine 1 [IO wait]:\nnet/http.(*conn).readRequest(...)\n\n" +
+		"goroutine 7 [select]:\nk8s.io/apiserver/pkg/endpoints/filters.stuck(...)\nnet/http.serverHandler.ServeHTTP(...)\n\n" +
+		"goroutine 9 [running]:\nruntime/pprof.writeGoroutineStacks(...)\nnet/http/pprof.handler.ServeHTTP(...)\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/debug/pprof/goroutine" || r.URL.Query().Get("debug") != "2" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = io.WriteString(w, dump)
+	}))
+	defer srv.Close()
+	file := filepath.Join(t.TempDir(), "goroutines")
+	got := handlersInFlight(srv.Client(), srv.URL, file)
+	if !strings.Contains(got, "filters.stuck") || strings.Contains(got, "readRequest") || strings.Contains(got, "writeGoroutineStacks") {
+		t.Errorf("want only the stuck handler's stack, got:\n%s", got)
+	}
+	if b, err := os.ReadFile(file); err != nil || string(b) != dump {
+		t.Errorf("dump file: %v, %q", err, b)
+	}
+	srv.Close()
+	if got := handlersInFlight(srv.Client(), srv.URL, file); !strings.HasPrefix(got, "no goroutine dump") {
+		t.Errorf("closed server: %s", got)
 	}
 }

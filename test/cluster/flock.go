@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -293,7 +295,7 @@ func (c *Cluster) waitFlockReady(ctx context.Context, p *Process, url string) er
 	if err != nil {
 		return err
 	}
-	return c.waitFor(ctx, p, p.Name+" accepting the front-proxy identity", func(ctx context.Context) (bool, error) {
+	err = c.waitFor(ctx, p, p.Name+" accepting the front-proxy identity", func(ctx context.Context) (bool, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/apis/flock.dev/v1alpha1", nil)
 		if err != nil {
 			return false, err
@@ -302,6 +304,48 @@ func (c *Cluster) waitFlockReady(ctx context.Context, p *Process, url string) er
 		req.Header.Set("X-Remote-Group", "system:masters")
 		return doOK(proxy, req)
 	})
+	if err != nil && !p.Exited() {
+		err = fmt.Errorf("%w\n%s", err, handlersInFlight(client, url, p.LogFile+".goroutines"))
+	}
+	return err
+}
+
+// handlersInFlight describes the HTTP handlers a running server is inside,
+// from its goroutine dump (the whole dump is saved to dumpFile): what a
+// request that never answers waits on.
+func handlersInFlight(client *http.Client, url, dumpFile string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/debug/pprof/goroutine?debug=2", nil)
+	if err != nil {
+		return "no goroutine dump: " + err.Error()
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "no goroutine dump: " + err.Error()
+	}
+	defer resp.Body.Close()
+	dump, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Sprintf("no goroutine dump: %d %v", resp.StatusCode, err)
+	}
+	_ = os.WriteFile(dumpFile, dump, 0o644)
+	var out []string
+	stacks := strings.Split(string(dump), "\n\n")
+	for _, g := range stacks {
+		if !strings.Contains(g, "ServeHTTP") || strings.Contains(g, "pprof.handler") {
+			continue
+		}
+		lines := strings.Split(g, "\n")
+		out = append(out, strings.Join(lines[:min(len(lines), 40)], "\n"))
+		if len(out) == 3 {
+			break
+		}
+	}
+	if len(out) == 0 {
+		return fmt.Sprintf("no HTTP handler in flight in %s (%d goroutines)", dumpFile, len(stacks))
+	}
+	return fmt.Sprintf("HTTP handlers in flight (first %d; all goroutines in %s):\n%s", len(out), dumpFile, strings.Join(out, "\n\n"))
 }
 
 // APIServiceAvailable reports whether APIService v1alpha1.flock.dev has
