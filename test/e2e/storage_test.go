@@ -190,6 +190,7 @@ func stCheckMemberData(t *testing.T, f *flockv1alpha1.Flock) map[int32]*corev1.P
 			return nil
 		})
 		out[m.Ordinal] = pv
+		stCheckBindWrite(t, claim)
 		if host, want := stVolumeHost(pv), stNodeHostname(t, m.Node); host == "" || host != want {
 			t.Errorf("volume %s node affinity %+v, want exactly kubernetes.io/hostname=%s (node %s)", pv.Name, pv.Spec.NodeAffinity, want, m.Node)
 		}
@@ -231,6 +232,24 @@ func stCheckMemberData(t *testing.T, f *flockv1alpha1.Flock) map[int32]*corev1.P
 		t.Errorf("%d volumes labelled for Flock %s, want %d", len(list.Items), f.Name, len(f.Status.Members))
 	}
 	return out
+}
+
+// stCheckBindWrite checks that a claim whose binding the Flock controller
+// completed got its bind-completed annotation in the same write as its
+// phase (through the status subresource, which keeps metadata changes for
+// claims), not in a write of its own. A claim the PersistentVolume
+// controller bound first is not the Flock controller's to check.
+func stCheckBindWrite(t *testing.T, claim *corev1.PersistentVolumeClaim) {
+	t.Helper()
+	for _, mf := range claim.ManagedFields {
+		if mf.Manager != flockcontroller.FieldManager || mf.FieldsV1 == nil ||
+			!strings.Contains(string(mf.FieldsV1.Raw), `"f:pv.kubernetes.io/bind-completed"`) {
+			continue
+		}
+		if mf.Subresource != "status" || !strings.Contains(string(mf.FieldsV1.Raw), `"f:phase"`) {
+			t.Errorf("claim %s: the Flock controller wrote bind-completed apart from the phase (subresource %q): %s", claim.Name, mf.Subresource, mf.FieldsV1.Raw)
+		}
+	}
 }
 
 // A 3-member Flock in a namespace that enforces Pod Security "restricted"

@@ -49,8 +49,9 @@ type DataControl interface {
 	// UpdateClaim updates claim (a copy the caller owns) and returns it as
 	// written.
 	UpdateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error)
-	// UpdateClaimStatus updates claim's status (a copy the caller owns).
-	UpdateClaimStatus(ctx context.Context, claim *corev1.PersistentVolumeClaim) error
+	// UpdateClaimStatus updates claim's status (a copy the caller owns)
+	// and returns it as written.
+	UpdateClaimStatus(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error)
 	// DeleteClaim deletes claim on the precondition that its UID is still
 	// claim.UID; a claim already gone is no error.
 	DeleteClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error
@@ -133,9 +134,8 @@ func (c *realDataControl) UpdateClaim(ctx context.Context, claim *corev1.Persist
 	return c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Update(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
 }
 
-func (c *realDataControl) UpdateClaimStatus(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
-	_, err := c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
-	return err
+func (c *realDataControl) UpdateClaimStatus(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
+	return c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
 }
 
 func (c *realDataControl) DeleteClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {

@@ -257,27 +257,34 @@ func bindable(pv *corev1.PersistentVolume, claim *corev1.PersistentVolumeClaim) 
 // claim's UID (which the volume carried from its creation), so it holds the
 // volume as this claim's. Afterwards it finds the binding complete and
 // writes nothing.
+//
+// One write: the claim's status subresource keeps changes to its metadata
+// (kube-apiserver's status strategy for claims resets only the spec), so
+// the annotation goes with the phase. Should a server drop it there, the
+// annotation follows in an update of its own.
 // It returns the claim as written.
 func (d *dataSyncer) completeBind(ctx context.Context, claim *corev1.PersistentVolumeClaim, pv *corev1.PersistentVolume) (*corev1.PersistentVolumeClaim, error) {
 	upd := claim.DeepCopy()
-	if !metav1.HasAnnotation(upd.ObjectMeta, annBindCompleted) {
+	if upd.Status.Phase != corev1.ClaimBound {
 		metav1.SetMetaDataAnnotation(&upd.ObjectMeta, annBindCompleted, "yes")
-		written, err := d.data.UpdateClaim(ctx, upd)
+		upd.Status.Phase = corev1.ClaimBound
+		upd.Status.AccessModes = slices.Clone(pv.Spec.AccessModes)
+		upd.Status.Capacity = pv.Spec.Capacity.DeepCopy()
+		written, err := d.data.UpdateClaimStatus(ctx, upd)
 		if err != nil {
 			return claim, err
 		}
 		upd = written.DeepCopy()
 	}
-	if upd.Status.Phase == corev1.ClaimBound {
+	if metav1.HasAnnotation(upd.ObjectMeta, annBindCompleted) {
 		return upd, nil
 	}
-	upd.Status.Phase = corev1.ClaimBound
-	upd.Status.AccessModes = slices.Clone(pv.Spec.AccessModes)
-	upd.Status.Capacity = pv.Spec.Capacity.DeepCopy()
-	if err := d.data.UpdateClaimStatus(ctx, upd); err != nil {
+	metav1.SetMetaDataAnnotation(&upd.ObjectMeta, annBindCompleted, "yes")
+	written, err := d.data.UpdateClaim(ctx, upd)
+	if err != nil {
 		return claim, err
 	}
-	return upd, nil
+	return written, nil
 }
 
 // waitingFor returns preparing, the state of a directory being prepared,

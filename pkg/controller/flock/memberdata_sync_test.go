@@ -41,6 +41,9 @@ type fakeDataControl struct {
 	next            int
 	ops             []string
 	unbound         bool
+	// statusKeepsMetadata makes UpdateClaimStatus write only the status,
+	// as a server that resets metadata on status writes would.
+	statusKeepsMetadata bool
 	// mu makes the fake safe for a sync's members written at once.
 	mu sync.Mutex
 	// beforeCreateClaim, when set, runs at the start of CreateClaim,
@@ -240,19 +243,25 @@ func (c *fakeDataControl) UpdateClaim(_ context.Context, claim *corev1.Persisten
 	return upd.DeepCopy(), nil
 }
 
-func (c *fakeDataControl) UpdateClaimStatus(_ context.Context, claim *corev1.PersistentVolumeClaim) error {
+func (c *fakeDataControl) UpdateClaimStatus(_ context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	key := claim.Namespace + "/" + claim.Name
 	old, ok := c.claims[key]
 	if !ok || old.UID != claim.UID {
-		return apierrors.NewConflict(pvcResource, claim.Name, fmt.Errorf("gone"))
+		return nil, apierrors.NewConflict(pvcResource, claim.Name, fmt.Errorf("gone"))
 	}
-	upd := old.DeepCopy()
-	upd.Status = claim.Status
+	// As kube-apiserver's status strategy for claims: the spec stays, the
+	// metadata and status are written (unless statusKeepsMetadata says
+	// the server resets the metadata too).
+	upd := claim.DeepCopy()
+	upd.Spec = old.Spec
+	if c.statusKeepsMetadata {
+		upd.ObjectMeta = old.ObjectMeta
+	}
 	c.claims[key] = upd
 	c.ops = append(c.ops, "update claim status "+claim.Name)
-	return nil
+	return upd.DeepCopy(), nil
 }
 
 func (c *fakeDataControl) DeleteClaim(_ context.Context, claim *corev1.PersistentVolumeClaim) error {
@@ -366,7 +375,7 @@ func TestEnsureNodeLocalData(t *testing.T) {
 	}
 	// The claim first, the volume bound to its UID, the binding completed
 	// here once the volume controller took the volume up.
-	want := []string{"create claim data-pg-1", "create pv " + pvName, "update claim data-pg-1", "update claim status data-pg-1", "annotate pv " + pvName}
+	want := []string{"create claim data-pg-1", "create pv " + pvName, "update claim status data-pg-1", "annotate pv " + pvName}
 	if strings.Join(d.data.ops, ",") != strings.Join(want, ",") {
 		t.Errorf("data writes %v, want %v", d.data.ops, want)
 	}
@@ -417,7 +426,35 @@ func TestEnsureWaitsForTheVolumeController(t *testing.T) {
 	if c := d.data.claims[claimKey]; !claimBound(c, pvName) || c.Status.Capacity.Storage().String() != "1Gi" || len(c.Status.AccessModes) != 1 {
 		t.Errorf("claim after the bind: %+v", c)
 	}
-	want := []string{"create claim data-pg-0", "create pv " + pvName, "annotate pv " + pvName, "update claim data-pg-0", "update claim status data-pg-0"}
+	// One write completes the binding: the annotation goes with the
+	// status.
+	want := []string{"create claim data-pg-0", "create pv " + pvName, "annotate pv " + pvName, "update claim status data-pg-0"}
+	if strings.Join(d.data.ops, ",") != strings.Join(want, ",") {
+		t.Errorf("data writes %v, want %v", d.data.ops, want)
+	}
+}
+
+// TestCompleteBindWhereStatusWritesDropMetadata: against a server whose
+// status writes keep the metadata as it was, the annotation follows in an
+// update of its own, and the claim ends bound all the same.
+func TestCompleteBindWhereStatusWritesDropMetadata(t *testing.T) {
+	d := newDataFixture(t)
+	d.data.unbound = true
+	d.data.statusKeepsMetadata = true
+	fl := uidFlock("pg", 1)
+	m := v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}
+	pvName := PersistentVolumeName(fl.UID, 0)
+	d.ensure(fl, m)
+	d.finishHelper(HelperPrepare, fl, 0, corev1.PodSucceeded)
+	d.data.volumes[pvName].Status.Phase = corev1.VolumeBound
+	d.data.ops = nil
+	if st := d.ensure(fl, m); !st.ready {
+		t.Fatalf("not ready: %+v (%v)", st, st.blocked)
+	}
+	if c := d.data.claims[testNamespace+"/data-pg-0"]; !claimBound(c, pvName) {
+		t.Errorf("claim not bound: %+v", c)
+	}
+	want := []string{"annotate pv " + pvName, "update claim status data-pg-0", "update claim data-pg-0"}
 	if strings.Join(d.data.ops, ",") != strings.Join(want, ",") {
 		t.Errorf("data writes %v, want %v", d.data.ops, want)
 	}
