@@ -22,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 
 	flockcontroller "flock.dev/flock/pkg/controller/flock"
@@ -99,19 +101,40 @@ func watchTimeline(ctx context.Context, kube kubernetes.Interface, ns string) (*
 	helpers := metav1.ListOptions{LabelSelector: flockcontroller.LabelHelper + "=" + flockcontroller.HelperPrepare +
 		"," + flockcontroller.LabelFlockNamespace + "=" + ns}
 	watches := []struct {
-		open    func() (watch.Interface, error)
+		list    func(ctx context.Context, opts metav1.ListOptions) (string, error)
+		watch   func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 		observe func(ev watch.Event)
 	}{
-		{func() (watch.Interface, error) { return kube.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{}) }, tl.memberPod},
-		{func() (watch.Interface, error) {
-			return kube.CoreV1().Pods(flockcontroller.DefaultHelperNamespace).Watch(ctx, helpers)
+		{func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+			l, err := kube.CoreV1().Pods(ns).List(ctx, opts)
+			return listRV(l, err)
+		}, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return kube.CoreV1().Pods(ns).Watch(ctx, opts)
+		}, tl.memberPod},
+		{func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+			opts.LabelSelector = helpers.LabelSelector
+			l, err := kube.CoreV1().Pods(flockcontroller.DefaultHelperNamespace).List(ctx, opts)
+			return listRV(l, err)
+		}, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.LabelSelector = helpers.LabelSelector
+			return kube.CoreV1().Pods(flockcontroller.DefaultHelperNamespace).Watch(ctx, opts)
 		}, tl.helperPod},
-		{func() (watch.Interface, error) {
-			return kube.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, metav1.ListOptions{})
+		{func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+			l, err := kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, opts)
+			return listRV(l, err)
+		}, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return kube.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, opts)
 		}, tl.claim},
 	}
 	for _, w := range watches {
-		wi, err := w.open()
+		// A watch of thousands of objects on a loaded machine may be
+		// closed by the server; a retry watcher picks it up again where it
+		// ended, so that no member's step is missed.
+		rv, err := w.list(ctx, metav1.ListOptions{Limit: 1})
+		var wi watch.Interface
+		if err == nil {
+			wi, err = watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: w.watch})
+		}
 		if err != nil {
 			tl.close()
 			return nil, err
@@ -124,6 +147,14 @@ func watchTimeline(ctx context.Context, kube kubernetes.Interface, ns string) (*
 		})
 	}
 	return tl, nil
+}
+
+// listRV returns the resource version of a list.
+func listRV(l metav1.ListInterface, err error) (string, error) {
+	if err != nil {
+		return "", err
+	}
+	return l.GetResourceVersion(), nil
 }
 
 // close stops the watches and waits for their readers.

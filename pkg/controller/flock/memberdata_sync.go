@@ -202,7 +202,12 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 	switch {
 	case claimBound(claim, pvName):
 	case bindable(pv, claim):
-		if claim, err = d.completeBind(ctx, claim, pv); err != nil {
+		if claim, err = d.completeBind(ctx, claim, pv); apierrors.IsConflict(err) {
+			// Written in between, most often by the PersistentVolume
+			// controller finishing the same binding: the claim's event
+			// brings the next sync, which reads it again.
+			return waitingFor(preparing, waiting(pvName, claimName, "member %d: claim %s changed while its binding was completed; it is read again", ord, claimName)), nil
+		} else if err != nil {
 			return waitingFor(preparing, waiting(pvName, claimName, "binding claim %s to PersistentVolume %s failed", claimName, pvName)),
 				fmt.Errorf("binding claim %s/%s to PersistentVolume %s: %w", f.Namespace, claimName, pvName, err)
 		}

@@ -44,6 +44,9 @@ type fakeDataControl struct {
 	// statusKeepsMetadata makes UpdateClaimStatus write only the status,
 	// as a server that resets metadata on status writes would.
 	statusKeepsMetadata bool
+	// claimStatusConflicts is how many of the next claim status writes
+	// fail with a conflict, as when another writer came first.
+	claimStatusConflicts int
 	// mu makes the fake safe for a sync's members written at once.
 	mu sync.Mutex
 	// beforeCreateClaim, when set, runs at the start of CreateClaim,
@@ -251,6 +254,10 @@ func (c *fakeDataControl) UpdateClaimStatus(_ context.Context, claim *corev1.Per
 	if !ok || old.UID != claim.UID {
 		return nil, apierrors.NewConflict(pvcResource, claim.Name, fmt.Errorf("gone"))
 	}
+	if c.claimStatusConflicts > 0 {
+		c.claimStatusConflicts--
+		return nil, apierrors.NewConflict(pvcResource, claim.Name, fmt.Errorf("the object has been modified"))
+	}
 	// As kube-apiserver's status strategy for claims: the spec stays, the
 	// metadata and status are written (unless statusKeepsMetadata says
 	// the server resets the metadata too).
@@ -431,6 +438,28 @@ func TestEnsureWaitsForTheVolumeController(t *testing.T) {
 	want := []string{"create claim data-pg-0", "create pv " + pvName, "annotate pv " + pvName, "update claim status data-pg-0"}
 	if strings.Join(d.data.ops, ",") != strings.Join(want, ",") {
 		t.Errorf("data writes %v, want %v", d.data.ops, want)
+	}
+}
+
+// TestCompleteBindConflictIsNoError: when the claim was written in between
+// (the PersistentVolume controller finishing the same binding), the sync
+// waits for the claim's event without an error (which would requeue the
+// Flock with a backoff), and the next sync binds.
+func TestCompleteBindConflictIsNoError(t *testing.T) {
+	d := newDataFixture(t)
+	d.data.unbound = true
+	fl := uidFlock("pg", 1)
+	m := v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}
+	pvName := PersistentVolumeName(fl.UID, 0)
+	d.ensure(fl, m)
+	d.finishHelper(HelperPrepare, fl, 0, corev1.PodSucceeded)
+	d.data.volumes[pvName].Status.Phase = corev1.VolumeBound
+	d.data.claimStatusConflicts = 1
+	if st := d.ensure(fl, m); st.ready || st.blocked == nil || !strings.Contains(st.blocked.Message, "read again") {
+		t.Fatalf("after a conflict: %+v (%v)", st, st.blocked)
+	}
+	if st := d.ensure(fl, m); !st.ready {
+		t.Fatalf("next sync: %+v (%v)", st, st.blocked)
 	}
 }
 
