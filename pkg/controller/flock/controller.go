@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
@@ -72,8 +73,8 @@ func NewController(ctx context.Context, clients Clients, flockClient versioned.I
 	}
 	registerMetrics()
 	clients = clients.complete()
-	members := NewMemberControl(clients.Members, podInformer.Lister(), serviceInformer.Lister())
-	helpers := NewMemberControl(clients.Helpers, podInformer.Lister(), serviceInformer.Lister())
+	members := NewMemberControl(clients.Members, podInformer, serviceInformer.Lister())
+	helpers := NewMemberControl(clients.Helpers, podInformer, serviceInformer.Lister())
 	data := NewDataControl(clients.Data, volumeInformer.Lister(), claimInformer.Lister())
 	revisions, err := NewRevisionControl(clients.Members, revisionInformer.Informer())
 	if err != nil {
@@ -180,8 +181,9 @@ func newWorkQueue(marks *precedenceMarks) workqueue.TypedRateLimitingInterface[s
 
 // indexByFlockController indexes a pod by the UID of its controller, when
 // that is a Flock, and a pod without a controller under orphanIndexKey of
-// its namespace: a sync looks at its own pods and its namespace's orphans,
-// never at every pod of the namespace.
+// its namespace (a helper pod under helperIndexKey too): a sync looks at its
+// own pods, its namespace's orphans and its helpers, never at every pod of
+// a namespace.
 func indexByFlockController(obj any) ([]string, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -190,6 +192,9 @@ func indexByFlockController(obj any) ([]string, error) {
 	ref := metav1.GetControllerOfNoCopy(pod)
 	switch {
 	case ref == nil:
+		if uid := pod.Labels[LabelFlockUID]; uid != "" && pod.Labels[LabelHelper] != "" {
+			return []string{orphanIndexKey(pod.Namespace), helperIndexKey(pod.Namespace, types.UID(uid))}, nil
+		}
 		return []string{orphanIndexKey(pod.Namespace)}, nil
 	case isFlockRef(ref):
 		return []string{string(ref.UID)}, nil
@@ -200,6 +205,12 @@ func indexByFlockController(obj any) ([]string, error) {
 // orphanIndexKey is the podControllerUIDIndex key of the pods without a
 // controller in namespace (a UID has no "/").
 func orphanIndexKey(namespace string) string { return "orphans/" + namespace }
+
+// helperIndexKey is the podControllerUIDIndex key of the helper pods in
+// namespace working for the Flock with UID flockUID.
+func helperIndexKey(namespace string, flockUID types.UID) string {
+	return "helpers/" + namespace + "/" + string(flockUID)
+}
 
 // HasSynced reports whether every informer has synced and has delivered
 // its initial objects to the controller.

@@ -122,6 +122,10 @@ func (c *fakeMemberControl) ListPods(namespace string, selector labels.Selector)
 	return listMatching[*corev1.Pod](c.pods, namespace, selector), nil
 }
 
+func (c *fakeMemberControl) ListHelperPods(namespace string, flockUID types.UID) ([]*corev1.Pod, error) {
+	return c.ListPods(namespace, labels.SelectorFromSet(labels.Set{LabelFlockUID: string(flockUID)}))
+}
+
 // ListPodsLive is ListPods plus the pods in uncachedPods (in the API
 // server, not yet in the cache).
 func (c *fakeMemberControl) ListPodsLive(_ context.Context, namespace string, selector labels.Selector) ([]*corev1.Pod, error) {

@@ -11,8 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // MemberControl is how the reconcile logic reads and writes the pods and
@@ -29,6 +31,10 @@ type MemberControl interface {
 	// ListPodsLive lists them from the API server, not the cache (for
 	// helper pods that must not be left behind).
 	ListPodsLive(ctx context.Context, namespace string, selector labels.Selector) ([]*corev1.Pod, error)
+	// ListHelperPods returns the helper pods working for the Flock with
+	// UID flockUID in namespace, from the cache's index (not a scan of
+	// the namespace's pods).
+	ListHelperPods(namespace string, flockUID types.UID) ([]*corev1.Pod, error)
 	// CreatePod creates pod.
 	CreatePod(ctx context.Context, pod *corev1.Pod) error
 	// UpdatePod updates pod (a copy the caller owns).
@@ -55,14 +61,15 @@ type MemberControl interface {
 }
 
 // NewMemberControl returns the MemberControl that writes through client
-// and reads through the listers.
-func NewMemberControl(client kubernetes.Interface, podLister corelisters.PodLister, serviceLister corelisters.ServiceLister) MemberControl {
-	return &realMemberControl{client: client, podLister: podLister, serviceLister: serviceLister}
+// and reads through the pod informer's cache and the Service lister.
+func NewMemberControl(client kubernetes.Interface, pods coreinformers.PodInformer, serviceLister corelisters.ServiceLister) MemberControl {
+	return &realMemberControl{client: client, podLister: pods.Lister(), podIndexer: pods.Informer().GetIndexer(), serviceLister: serviceLister}
 }
 
 type realMemberControl struct {
 	client        kubernetes.Interface
 	podLister     corelisters.PodLister
+	podIndexer    cache.Indexer
 	serviceLister corelisters.ServiceLister
 }
 
@@ -74,6 +81,18 @@ func (c *realMemberControl) GetPod(namespace, name string) (*corev1.Pod, error) 
 
 func (c *realMemberControl) ListPods(namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
 	return c.podLister.Pods(namespace).List(selector)
+}
+
+func (c *realMemberControl) ListHelperPods(namespace string, flockUID types.UID) ([]*corev1.Pod, error) {
+	objs, err := c.podIndexer.ByIndex(podControllerUIDIndex, helperIndexKey(namespace, flockUID))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.Pod, 0, len(objs))
+	for _, obj := range objs {
+		out = append(out, obj.(*corev1.Pod))
+	}
+	return out, nil
 }
 
 func (c *realMemberControl) ListPodsLive(ctx context.Context, namespace string, selector labels.Selector) ([]*corev1.Pod, error) {

@@ -3,6 +3,7 @@ package flock
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	flockfake "flock.dev/flock/pkg/generated/clientset/versioned/fake"
@@ -28,7 +30,7 @@ func TestRealMemberControl(t *testing.T) {
 	fl := newFlock("pg", 1)
 	client := k8sfake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
-	mc := NewMemberControl(client, factory.Core().V1().Pods().Lister(), factory.Core().V1().Services().Lister())
+	mc := NewMemberControl(client, factory.Core().V1().Pods(), factory.Core().V1().Services().Lister())
 
 	pod := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "rev")
 	if err := mc.CreatePod(ctx, pod); err != nil {
@@ -178,7 +180,7 @@ func TestRealMemberControlForceDeleteAndList(t *testing.T) {
 	client := k8sfake.NewClientset()
 	factory := informers.NewSharedInformerFactory(client, 0)
 	podInformer := factory.Core().V1().Pods()
-	mc := NewMemberControl(client, podInformer.Lister(), factory.Core().V1().Services().Lister())
+	mc := NewMemberControl(client, podInformer, factory.Core().V1().Services().Lister())
 
 	helper := NewHelperPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, HelperCleanup, testNamespace, "busybox", DefaultDataRoot)
 	helper.UID = "h-uid"
@@ -293,5 +295,48 @@ func TestRealRevisionControl(t *testing.T) {
 		if fm != FieldManager {
 			t.Errorf("%s with field manager %q", a.GetVerb(), fm)
 		}
+	}
+}
+
+// TestListHelperPodsFromTheIndex: a Flock's helper pods come from the pod
+// index, only that Flock's and only in the namespace asked; helpers stay
+// orphans of their namespace for adoption's purposes, as before.
+func TestListHelperPodsFromTheIndex(t *testing.T) {
+	a, b := newFlock("a", 1), newFlock("b", 1)
+	a.UID, b.UID = "uid-a", "uid-b"
+	client := k8sfake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	podInformer := factory.Core().V1().Pods()
+	if err := podInformer.Informer().AddIndexers(cache.Indexers{podControllerUIDIndex: indexByFlockController}); err != nil {
+		t.Fatal(err)
+	}
+	mc := NewMemberControl(client, podInformer, factory.Core().V1().Services().Lister())
+	m := v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}
+	helperA := NewHelperPod(a, m, HelperPrepare, "flock-system", "busybox", DefaultDataRoot)
+	helperA2 := NewHelperPod(a, v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}, HelperCleanup, "flock-system", "busybox", DefaultDataRoot)
+	helperB := NewHelperPod(b, m, HelperPrepare, "flock-system", "busybox", DefaultDataRoot)
+	member := NewMemberPod(a, m, "rev")
+	for _, p := range []*corev1.Pod{helperA, helperA2, helperB, member} {
+		if err := podInformer.Informer().GetIndexer().Add(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := mc.ListHelperPods("flock-system", a.UID)
+	var names []string
+	for _, p := range got {
+		names = append(names, p.Name)
+	}
+	slices.Sort(names)
+	want := []string{helperA.Name, helperA2.Name}
+	slices.Sort(want)
+	if err != nil || !slices.Equal(names, want) {
+		t.Errorf("ListHelperPods(a) = %v, %v; want %v", names, err, want)
+	}
+	if got, err := mc.ListHelperPods(testNamespace, a.UID); err != nil || len(got) != 0 {
+		t.Errorf("ListHelperPods in the Flock's namespace = %d pods, %v; want none", len(got), err)
+	}
+	orphans, err := podInformer.Informer().GetIndexer().ByIndex(podControllerUIDIndex, orphanIndexKey("flock-system"))
+	if err != nil || len(orphans) != 3 {
+		t.Errorf("orphans of flock-system: %d, %v; want the 3 helpers", len(orphans), err)
 	}
 }

@@ -96,7 +96,7 @@ func (d *dataSyncer) deleteHelpers(ctx context.Context, f *v1alpha1.Flock, ordin
 // sweepHelpers deletes the helper pods of Flock f (by UID) that keep says
 // no step needs (by job and ordinal).
 func (d *dataSyncer) sweepHelpers(ctx context.Context, f *v1alpha1.Flock, keep func(job string, ordinal int32) bool) error {
-	helpers, err := d.pods.ListPods(d.helperNamespace, labels.SelectorFromSet(labels.Set{LabelFlockUID: string(f.UID)}))
+	helpers, err := d.pods.ListHelperPods(d.helperNamespace, f.UID)
 	if err != nil {
 		return err
 	}
