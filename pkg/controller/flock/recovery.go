@@ -74,8 +74,10 @@ func planRecovery(s *snapshot) recoveryPlan {
 		taken[m.Node] = true
 		existing[m.Ordinal] = m.Node
 	}
-	candidates := s.readyNodes()
-	usage := s.usage()
+	// Read only when a member moves: every sync plans recovery, and both
+	// walk every node and every Flock.
+	var candidates []*corev1.Node
+	var usage map[string]int
 
 	for _, m := range sortedMembers(s.members) {
 		if m.Ordinal >= replicas {
@@ -103,6 +105,9 @@ func planRecovery(s *snapshot) recoveryPlan {
 				reassignUnconfirmedPrefix, m.Node, corev1.TaintNodeOutOfService)
 			plan.unconfirmed = append(plan.unconfirmed, m.Ordinal)
 		default:
+			if usage == nil {
+				candidates, usage = s.readyNodes(), s.usage()
+			}
 			to, ok := placement.Relocate(candidates, placement.RequirementFromFlock(f), existing, m.Ordinal, usage)
 			if !ok || taken[to] {
 				loss.Note = "memberRecovery Reassign cannot move it yet: no other eligible Ready node is free of this Flock's members"

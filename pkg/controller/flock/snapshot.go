@@ -7,6 +7,7 @@ package flock
 
 import (
 	"maps"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -38,8 +39,10 @@ type snapshot struct {
 	// nodeList are the cluster's nodes; nodes the same, by name.
 	nodeList []*corev1.Node
 	nodes    map[string]*corev1.Node
-	// otherUsage counts the members of the other Flocks per node.
+	// otherUsage counts the members of the other Flocks per node; when
+	// nil, others counts them on first use (placement and moves only).
 	otherUsage map[string]int
+	others     *lazyCounts
 	// lostSince says since when each lost node (NotReady, or gone while a
 	// member is recorded on it) has been lost; Ready nodes are absent.
 	lostSince map[string]time.Time
@@ -78,7 +81,11 @@ func (s *snapshot) deleting() bool { return s.flock.DeletionTimestamp != nil }
 // usage counts the members of all Flocks per node, the Flock's own from
 // s.flock (which may be newer than the cache).
 func (s *snapshot) usage() map[string]int {
-	usage := maps.Clone(s.otherUsage)
+	other := s.otherUsage
+	if other == nil && s.others != nil {
+		other = s.others.get()
+	}
+	usage := maps.Clone(other)
 	if usage == nil {
 		usage = map[string]int{}
 	}
@@ -86,6 +93,18 @@ func (s *snapshot) usage() map[string]int {
 		usage[m.Node]++
 	}
 	return usage
+}
+
+// lazyCounts computes counts once, on first use, for any goroutine.
+type lazyCounts struct {
+	once   sync.Once
+	count  func() map[string]int
+	counts map[string]int
+}
+
+func (l *lazyCounts) get() map[string]int {
+	l.once.Do(func() { l.counts = l.count() })
+	return l.counts
 }
 
 // readyNodes returns the nodes whose Ready condition is True.

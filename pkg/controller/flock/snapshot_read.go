@@ -21,11 +21,10 @@ func (fc *defaultFlockControl) takeSnapshot(f *v1alpha1.Flock, selector labels.S
 	}
 	s := &snapshot{
 		flock: f, now: now, selector: selector, candidates: pods,
-		members:    membersByOrdinal(f.Status.Members),
-		nodeList:   nodeList,
-		nodes:      make(map[string]*corev1.Node, len(nodeList)),
-		otherUsage: map[string]int{},
-		lostSince:  map[string]time.Time{},
+		members:   membersByOrdinal(f.Status.Members),
+		nodeList:  nodeList,
+		nodes:     make(map[string]*corev1.Node, len(nodeList)),
+		lostSince: map[string]time.Time{},
 	}
 	for _, m := range f.Status.Members {
 		if m.NodeLostSince != nil {
@@ -52,15 +51,21 @@ func (fc *defaultFlockControl) takeSnapshot(f *v1alpha1.Flock, selector labels.S
 			}
 		}
 	}
-	flocks, _ := fc.flockLister.List(labels.Everything())
-	for _, g := range flocks {
-		if g.UID == f.UID {
-			continue
+	// Every Flock's members: counted only when a member is placed or
+	// moved, not in every sync.
+	s.others = &lazyCounts{count: func() map[string]int {
+		usage := map[string]int{}
+		flocks, _ := fc.flockLister.List(labels.Everything())
+		for _, g := range flocks {
+			if g.UID == f.UID {
+				continue
+			}
+			for _, m := range g.Status.Members {
+				usage[m.Node]++
+			}
 		}
-		for _, m := range g.Status.Members {
-			s.otherUsage[m.Node]++
-		}
-	}
+		return usage
+	}}
 	return s, nil
 }
 
