@@ -84,13 +84,18 @@ func (c *realMemberControl) ListPods(namespace string, selector labels.Selector)
 }
 
 func (c *realMemberControl) ListHelperPods(namespace string, flockUID types.UID) ([]*corev1.Pod, error) {
-	objs, err := c.podIndexer.ByIndex(podControllerUIDIndex, helperIndexKey(namespace, flockUID))
+	return byIndex[*corev1.Pod](c.podIndexer, podControllerUIDIndex, helperIndexKey(namespace, flockUID))
+}
+
+// byIndex returns the objects of indexer under key of index, as T.
+func byIndex[T any](indexer cache.Indexer, index, key string) ([]T, error) {
+	objs, err := indexer.ByIndex(index, key)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*corev1.Pod, 0, len(objs))
+	out := make([]T, 0, len(objs))
 	for _, obj := range objs {
-		out = append(out, obj.(*corev1.Pod))
+		out = append(out, obj.(T))
 	}
 	return out, nil
 }

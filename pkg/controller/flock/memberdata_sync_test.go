@@ -441,12 +441,10 @@ func TestEnsureWaitsForTheVolumeController(t *testing.T) {
 	}
 }
 
-// TestCompleteBindConflictIsNoError: when the claim was written in between
-// (the PersistentVolume controller finishing the same binding), the sync
-// waits for the claim's event without an error (which would requeue the
-// Flock with a backoff), and the next sync binds.
-func TestCompleteBindConflictIsNoError(t *testing.T) {
-	d := newDataFixture(t)
+// readyToBind brings member 0 of a 1-member Flock to where its binding is
+// completed next: directory prepared, volume taken up by the
+// PersistentVolume controller (which binds nothing itself here).
+func (d *dataFixture) readyToBind() (*v1alpha1.Flock, v1alpha1.FlockMember, string) {
 	d.data.unbound = true
 	fl := uidFlock("pg", 1)
 	m := v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}
@@ -454,6 +452,16 @@ func TestCompleteBindConflictIsNoError(t *testing.T) {
 	d.ensure(fl, m)
 	d.finishHelper(HelperPrepare, fl, 0, corev1.PodSucceeded)
 	d.data.volumes[pvName].Status.Phase = corev1.VolumeBound
+	return fl, m, pvName
+}
+
+// TestCompleteBindConflictIsNoError: when the claim was written in between
+// (the PersistentVolume controller finishing the same binding), the sync
+// waits for the claim's event without an error (which would requeue the
+// Flock with a backoff), and the next sync binds.
+func TestCompleteBindConflictIsNoError(t *testing.T) {
+	d := newDataFixture(t)
+	fl, m, _ := d.readyToBind()
 	d.data.claimStatusConflicts = 1
 	if st := d.ensure(fl, m); st.ready || st.blocked == nil || !strings.Contains(st.blocked.Message, "read again") {
 		t.Fatalf("after a conflict: %+v (%v)", st, st.blocked)
@@ -468,14 +476,8 @@ func TestCompleteBindConflictIsNoError(t *testing.T) {
 // update of its own, and the claim ends bound all the same.
 func TestCompleteBindWhereStatusWritesDropMetadata(t *testing.T) {
 	d := newDataFixture(t)
-	d.data.unbound = true
 	d.data.statusKeepsMetadata = true
-	fl := uidFlock("pg", 1)
-	m := v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}
-	pvName := PersistentVolumeName(fl.UID, 0)
-	d.ensure(fl, m)
-	d.finishHelper(HelperPrepare, fl, 0, corev1.PodSucceeded)
-	d.data.volumes[pvName].Status.Phase = corev1.VolumeBound
+	fl, m, pvName := d.readyToBind()
 	d.data.ops = nil
 	if st := d.ensure(fl, m); !st.ready {
 		t.Fatalf("not ready: %+v (%v)", st, st.blocked)

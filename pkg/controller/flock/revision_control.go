@@ -65,15 +65,7 @@ type realRevisionControl struct {
 var _ RevisionControl = &realRevisionControl{}
 
 func (c *realRevisionControl) ListRevisions(namespace, flockName string) ([]*appsv1.ControllerRevision, error) {
-	objs, err := c.indexer.ByIndex(revisionFlockIndex, namespace+"/"+flockName)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*appsv1.ControllerRevision, 0, len(objs))
-	for _, obj := range objs {
-		out = append(out, obj.(*appsv1.ControllerRevision))
-	}
-	return out, nil
+	return byIndex[*appsv1.ControllerRevision](c.indexer, revisionFlockIndex, namespace+"/"+flockName)
 }
 
 func (c *realRevisionControl) CreateRevision(ctx context.Context, cr *appsv1.ControllerRevision) error {
