@@ -55,8 +55,10 @@ func TestPlanPlacement(t *testing.T) {
 			},
 			want: map[int32]string{0: "n-a"}},
 		{name: "least used across Flocks first", flock: one, nodes: testNodes("n-a", "n-b", "n-c"),
-			mutate: func(s *snapshot) { s.otherUsage = map[string]int{"n-a": 2, "n-b": 1} },
-			want:   map[int32]string{0: "n-c"}},
+			mutate: func(s *snapshot) {
+				s.others = &lazyCounts{count: func() map[string]int { return map[string]int{"n-a": 2, "n-b": 1} }}
+			},
+			want: map[int32]string{0: "n-c"}},
 		{name: "a pod of the Flock keeps its node", flock: one, nodes: testNodes("n-a", "n-b", "n-c"),
 			mutate: func(s *snapshot) { s.candidates = []*corev1.Pod{testPod(one, 0, "n-c", true, app)} },
 			want:   map[int32]string{0: "n-c"}},

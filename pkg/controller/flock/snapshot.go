@@ -39,10 +39,9 @@ type snapshot struct {
 	// nodeList are the cluster's nodes; nodes the same, by name.
 	nodeList []*corev1.Node
 	nodes    map[string]*corev1.Node
-	// otherUsage counts the members of the other Flocks per node; when
-	// nil, others counts them on first use (placement and moves only).
-	otherUsage map[string]int
-	others     *lazyCounts
+	// others counts the members of the other Flocks per node, on first
+	// use (placement and moves only).
+	others *lazyCounts
 	// lostSince says since when each lost node (NotReady, or gone while a
 	// member is recorded on it) has been lost; Ready nodes are absent.
 	lostSince map[string]time.Time
@@ -81,8 +80,8 @@ func (s *snapshot) deleting() bool { return s.flock.DeletionTimestamp != nil }
 // usage counts the members of all Flocks per node, the Flock's own from
 // s.flock (which may be newer than the cache).
 func (s *snapshot) usage() map[string]int {
-	other := s.otherUsage
-	if other == nil && s.others != nil {
+	var other map[string]int
+	if s.others != nil {
 		other = s.others.get()
 	}
 	usage := maps.Clone(other)

@@ -34,7 +34,7 @@ func testSnapshot(t *testing.T, f *v1alpha1.Flock, members map[int32]string, nod
 		flock: f, now: decisionNow, selector: sel,
 		members: membersByOrdinal(f.Status.Members), pods: map[int32]*corev1.Pod{},
 		nodeList: nodes, nodes: map[string]*corev1.Node{},
-		otherUsage: map[string]int{}, lostSince: map[string]time.Time{},
+		lostSince: map[string]time.Time{},
 		nameTaken: map[int32]bool{}, volumes: map[int32]*corev1.PersistentVolume{},
 	}
 	for _, n := range nodes {
