@@ -25,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
 	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
@@ -33,7 +34,10 @@ import (
 )
 
 // readyTimes are the two times to readiness of one run.
-type readyTimes struct{ pods, status time.Duration }
+type readyTimes struct {
+	start        time.Time // when the first object was created
+	pods, status time.Duration
+}
 
 // The kinds of the readiness cases besides tSTS, a StatefulSet without
 // volumes (the anchor issue 17 names).
@@ -102,27 +106,34 @@ func (k kindClients) create(ctx context.Context, kind, ns, name string, members 
 	return err
 }
 
-// readyReplicas adds up status.readyReplicas of the objects of kind in ns.
-func (k kindClients) readyReplicas(ctx context.Context, kind, ns string) (int32, error) {
-	var sum int32
-	if kind != tFlock {
-		l, err := k.kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return 0, err
+// readyWatches are the watches of a readiness run of kind in ns: its pods,
+// and its objects' status.readyReplicas.
+func (k kindClients) readyWatches(kind, ns string) func(*readyCount) []watchSpec {
+	return func(rc *readyCount) []watchSpec {
+		objects := watchSpec{func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+			l, err := k.kube.AppsV1().StatefulSets(ns).List(ctx, opts)
+			return listRV(l, err)
+		}, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			return k.kube.AppsV1().StatefulSets(ns).Watch(ctx, opts)
+		}, func(ev watch.Event) {
+			if s, ok := ev.Object.(*appsv1.StatefulSet); ok {
+				rc.object(s.Name, ev.Type == watch.Deleted, s.Status.ReadyReplicas)
+			}
+		}}
+		if kind == tFlock {
+			objects = watchSpec{func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+				l, err := k.flock.FlockV1alpha1().Flocks(ns).List(ctx, opts)
+				return listRV(l, err)
+			}, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				return k.flock.FlockV1alpha1().Flocks(ns).Watch(ctx, opts)
+			}, func(ev watch.Event) {
+				if f, ok := ev.Object.(*flockv1alpha1.Flock); ok {
+					rc.object(f.Name, ev.Type == watch.Deleted, f.Status.ReadyReplicas)
+				}
+			}}
 		}
-		for _, s := range l.Items {
-			sum += s.Status.ReadyReplicas
-		}
-		return sum, nil
+		return []watchSpec{podWatch(k.kube, ns, "", rc.pod), objects}
 	}
-	l, err := k.flock.FlockV1alpha1().Flocks(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, err
-	}
-	for _, f := range l.Items {
-		sum += f.Status.ReadyReplicas
-	}
-	return sum, nil
 }
 
 // readyCases measures create -> all members Ready (pods Ready, and
@@ -203,10 +214,9 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, []row, error) {
 					profiled = make(chan error, 1)
 					go func() { profiled <- cpuProfile(ctx, c, 10, *profile) }()
 				}
-				start := time.Now()
-				t, err := timeToReady(ctx, kube, ns, rc.objects, rc.members,
+				t, err := timeToReady(ctx, ns, rc.objects, rc.members,
 					func(i int) error { return k.create(ctx, kind, ns, fmt.Sprintf("r-%d", i), rc.members, rc.ordered) },
-					func() (int32, error) { return k.readyReplicas(ctx, kind, ns) })
+					k.readyWatches(kind, ns))
 				if profiled != nil {
 					if perr := <-profiled; perr != nil {
 						fmt.Fprintln(os.Stderr, "bench-e2e: no CPU profile:", perr)
@@ -215,7 +225,7 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, []row, error) {
 				if tl != nil {
 					tl.close()
 					steps.caseName = rc.name
-					steps.add(kind, tl.last(start, rc.objects*int(rc.members)))
+					steps.add(kind, tl.last(t.start, rc.objects*int(rc.members)))
 				}
 				var notReady *notReadyError
 				if errors.As(err, &notReady) {
@@ -444,49 +454,105 @@ func (r row) medians() row {
 	return r
 }
 
-// timeToReady creates objects (16 at a time) and polls until every member
-// pod is Ready and the objects' readyReplicas add up.
-func timeToReady(ctx context.Context, kube kubernetes.Interface, ns string, objects int, members int32,
-	create func(i int) error, readyReplicas func() (int32, error)) (readyTimes, error) {
-	want := int32(objects) * members
-	start := time.Now()
-	if _, err := parallel(objects, 16, create); err != nil {
+// timeToReady creates objects (16 at a time) and watches until every
+// member pod is Ready at once and the objects' readyReplicas add up. Both
+// are watched, not polled: a LIST of thousands of pods or objects every few
+// milliseconds would load the servers the case measures (a profile of
+// flock-apiserver at 1,000 x 3 found a quarter of its CPU serving such
+// LISTs of Flocks).
+func timeToReady(ctx context.Context, ns string, objects int, members int32,
+	create func(i int) error, watches func(*readyCount) []watchSpec) (readyTimes, error) {
+	rc := &readyCount{want: int32(objects) * members, pods: map[string]bool{}, replicas: map[string]int32{}, done: make(chan struct{})}
+	var ws watchSet
+	if err := ws.start(ctx, watches(rc)...); err != nil {
 		return readyTimes{}, err
 	}
-	var out readyTimes
-	deadline := start.Add(*readyTimeout)
-	var ready int32
-	for out.pods == 0 || out.status == 0 {
-		if time.Now().After(deadline) {
-			return out, &notReadyError{after: *readyTimeout, ready: ready, want: want}
-		}
-		if out.pods == 0 {
-			l, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return out, err
-			}
-			ready = 0
-			for _, p := range l.Items {
-				if isReady(&p) {
-					ready++
-				}
-			}
-			if ready == want {
-				out.pods = time.Since(start)
-			}
-		}
-		if out.status == 0 {
-			n, err := readyReplicas()
-			if err != nil {
-				return out, err
-			}
-			if n == want {
-				out.status = time.Since(start)
-			}
-		}
-		time.Sleep(10 * time.Millisecond)
+	defer ws.close()
+	rc.mu.Lock()
+	rc.start = time.Now()
+	rc.out.start = rc.start
+	rc.mu.Unlock()
+	if _, err := parallel(objects, 16, create); err != nil {
+		return readyTimes{start: rc.start}, err
 	}
-	return out, nil
+	timer := time.NewTimer(time.Until(rc.start.Add(*readyTimeout)))
+	defer timer.Stop()
+	select {
+	case <-rc.done:
+	case <-timer.C:
+	case <-ctx.Done():
+		return readyTimes{}, ctx.Err()
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.out.pods == 0 || rc.out.status == 0 {
+		return rc.out, &notReadyError{after: *readyTimeout, ready: rc.nReady, want: rc.want}
+	}
+	return rc.out, nil
+}
+
+// readyCount follows, from watches, how many member pods are Ready and what
+// the objects' status.readyReplicas add up to, and records when each first
+// reached want.
+type readyCount struct {
+	mu       sync.Mutex
+	start    time.Time
+	want     int32
+	pods     map[string]bool  // pod -> Ready
+	nReady   int32            // Ready pods
+	replicas map[string]int32 // object -> status.readyReplicas
+	sum      int32
+	out      readyTimes
+	done     chan struct{} // closed once both times are recorded
+}
+
+// pod takes a pod's event.
+func (rc *readyCount) pod(ev watch.Event) {
+	p, ok := ev.Object.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	ready := ev.Type != watch.Deleted && isReady(p)
+	if ready != rc.pods[p.Name] {
+		rc.nReady += map[bool]int32{true: 1, false: -1}[ready]
+	}
+	if ready {
+		rc.pods[p.Name] = true
+	} else {
+		delete(rc.pods, p.Name)
+	}
+	rc.check()
+}
+
+// object takes an object's status.readyReplicas (0 when deleted).
+func (rc *readyCount) object(name string, deleted bool, readyReplicas int32) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if deleted {
+		readyReplicas = 0
+	}
+	rc.sum += readyReplicas - rc.replicas[name]
+	rc.replicas[name] = readyReplicas
+	rc.check()
+}
+
+// check records the times reached; rc.mu is held. Events before the start
+// (none: the namespace is new) do not count.
+func (rc *readyCount) check() {
+	if rc.start.IsZero() || (rc.out.pods != 0 && rc.out.status != 0) {
+		return
+	}
+	if rc.out.pods == 0 && rc.nReady == rc.want {
+		rc.out.pods = time.Since(rc.start)
+	}
+	if rc.out.status == 0 && rc.sum == rc.want {
+		rc.out.status = time.Since(rc.start)
+	}
+	if rc.out.pods != 0 && rc.out.status != 0 {
+		close(rc.done)
+	}
 }
 
 // notReadyError says that a readiness case's members were not all Ready

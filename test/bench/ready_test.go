@@ -7,8 +7,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 func TestTurnsRotate(t *testing.T) {
@@ -92,4 +95,49 @@ func TestKindsToRun(t *testing.T) {
 	if _, err := kindsToRun(strings.Join(readyKinds, ",")); err == nil {
 		t.Error("skipping every kind: no error")
 	}
+}
+
+func TestReadyCountNeedsAllAtOnce(t *testing.T) {
+	rc := &readyCount{want: 2, pods: map[string]bool{}, replicas: map[string]int32{}, done: make(chan struct{}), start: time.Now()}
+	pod := func(name string, ready bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if ready {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		}
+		return p
+	}
+	rc.pod(watch.Event{Type: watch.Added, Object: pod("a", true)})
+	rc.pod(watch.Event{Type: watch.Modified, Object: pod("a", true)}) // no double count
+	rc.pod(watch.Event{Type: watch.Modified, Object: pod("b", false)})
+	if rc.out.pods != 0 || rc.nReady != 1 {
+		t.Fatalf("one of two Ready: pods time %v, %d Ready", rc.out.pods, rc.nReady)
+	}
+	rc.pod(watch.Event{Type: watch.Deleted, Object: pod("a", true)})
+	rc.pod(watch.Event{Type: watch.Modified, Object: pod("b", true)})
+	if rc.out.pods != 0 || rc.nReady != 1 {
+		t.Fatalf("a deleted, b Ready: pods time %v, %d Ready", rc.out.pods, rc.nReady)
+	}
+	rc.pod(watch.Event{Type: watch.Added, Object: pod("a2", true)})
+	if rc.out.pods == 0 {
+		t.Fatal("two Ready at once: no pods time")
+	}
+	rc.object("x", false, 1)
+	rc.object("x", false, 1)
+	rc.object("y", false, 2)
+	rc.object("y", true, 2)
+	if rc.out.status != 0 || rc.sum != 1 {
+		t.Fatalf("readyReplicas 1 + deleted: status time %v, sum %d", rc.out.status, rc.sum)
+	}
+	select {
+	case <-rc.done:
+		t.Fatal("done before readyReplicas added up")
+	default:
+	}
+	rc.object("x", false, 2)
+	select {
+	case <-rc.done:
+	default:
+		t.Fatal("not done once both added up")
+	}
+	rc.object("x", false, 2) // after done: no second close
 }

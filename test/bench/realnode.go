@@ -22,8 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/utils/ptr"
 
 	flockcontroller "flock.dev/flock/pkg/controller/flock"
@@ -88,82 +86,44 @@ var timelineSteps = []string{stepClaimBound, stepHelperCreated, stepHelperDone, 
 // timeline records, from watches, when each object of one run first
 // passed each step.
 type timeline struct {
-	mu   sync.Mutex
-	seen map[string]map[string]time.Time // step -> object -> first seen
-	stop []func()
-	done sync.WaitGroup
+	mu      sync.Mutex
+	seen    map[string]map[string]time.Time // step -> object -> first seen
+	watches watchSet
 }
 
 // watchTimeline starts watching the member pods and claims of ns and the
 // Flock prepare helpers working for ns (in the helpers' namespace).
 func watchTimeline(ctx context.Context, kube kubernetes.Interface, ns string) (*timeline, error) {
 	tl := &timeline{seen: map[string]map[string]time.Time{}}
-	helpers := metav1.ListOptions{LabelSelector: flockcontroller.LabelHelper + "=" + flockcontroller.HelperPrepare +
-		"," + flockcontroller.LabelFlockNamespace + "=" + ns}
-	watches := []struct {
-		list    func(ctx context.Context, opts metav1.ListOptions) (string, error)
-		watch   func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
-		observe func(ev watch.Event)
-	}{
-		{func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-			l, err := kube.CoreV1().Pods(ns).List(ctx, opts)
-			return listRV(l, err)
-		}, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return kube.CoreV1().Pods(ns).Watch(ctx, opts)
-		}, tl.memberPod},
-		{func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-			opts.LabelSelector = helpers.LabelSelector
-			l, err := kube.CoreV1().Pods(flockcontroller.DefaultHelperNamespace).List(ctx, opts)
-			return listRV(l, err)
-		}, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.LabelSelector = helpers.LabelSelector
-			return kube.CoreV1().Pods(flockcontroller.DefaultHelperNamespace).Watch(ctx, opts)
-		}, tl.helperPod},
-		{func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+	helpers := flockcontroller.LabelHelper + "=" + flockcontroller.HelperPrepare + "," + flockcontroller.LabelFlockNamespace + "=" + ns
+	err := tl.watches.start(ctx, podWatch(kube, ns, "", tl.memberPod),
+		podWatch(kube, flockcontroller.DefaultHelperNamespace, helpers, tl.helperPod),
+		watchSpec{func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 			l, err := kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, opts)
 			return listRV(l, err)
 		}, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			return kube.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, opts)
-		}, tl.claim},
-	}
-	for _, w := range watches {
-		// A watch of thousands of objects on a loaded machine may be
-		// closed by the server; a retry watcher picks it up again where it
-		// ended, so that no member's step is missed.
-		rv, err := w.list(ctx, metav1.ListOptions{Limit: 1})
-		var wi watch.Interface
-		if err == nil {
-			wi, err = watchtools.NewRetryWatcherWithContext(ctx, rv, &cache.ListWatch{WatchFuncWithContext: w.watch})
-		}
-		if err != nil {
-			tl.close()
-			return nil, err
-		}
-		tl.stop = append(tl.stop, wi.Stop)
-		tl.done.Go(func() {
-			for ev := range wi.ResultChan() {
-				w.observe(ev)
-			}
-		})
+		}, tl.claim})
+	if err != nil {
+		return nil, err
 	}
 	return tl, nil
 }
 
-// listRV returns the resource version of a list.
-func listRV(l metav1.ListInterface, err error) (string, error) {
-	if err != nil {
-		return "", err
-	}
-	return l.GetResourceVersion(), nil
+// podWatch watches the pods of ns that selector (may be empty) selects.
+func podWatch(kube kubernetes.Interface, ns, selector string, observe func(watch.Event)) watchSpec {
+	return watchSpec{func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+		opts.LabelSelector = selector
+		l, err := kube.CoreV1().Pods(ns).List(ctx, opts)
+		return listRV(l, err)
+	}, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		opts.LabelSelector = selector
+		return kube.CoreV1().Pods(ns).Watch(ctx, opts)
+	}, observe}
 }
 
 // close stops the watches and waits for their readers.
-func (tl *timeline) close() {
-	for _, stop := range tl.stop {
-		stop()
-	}
-	tl.done.Wait()
-}
+func (tl *timeline) close() { tl.watches.close() }
 
 // mark records that object passed step now, unless it had before.
 func (tl *timeline) mark(step, object string) {
