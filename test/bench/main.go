@@ -15,8 +15,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -110,6 +112,7 @@ func main() {
 	flag.Parse()
 	if *smoke {
 		*createN, *getN, *listSize, *watchN, *scaleN, *readyRuns, *floodN = 20, 50, 50, 3, 0, 1, 20
+		*readyTimeout = 3 * time.Minute
 	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
@@ -194,7 +197,23 @@ func run() error {
 	if res.RealNodes > 0 {
 		return checkTeardown(c, before)
 	}
+	if *smoke {
+		return smokeFailures(res.Ready)
+	}
 	return nil
+}
+
+// smokeFailures fails a smoke run (CI's) whose readiness cases did not all
+// finish: the numbers of a smoke mean little, but a case that never sees
+// its members Ready means the bench or the product is broken.
+func smokeFailures(rows []row) error {
+	var errs []error
+	for _, r := range rows {
+		for _, kind := range slices.Sorted(maps.Keys(r.Unfinished)) {
+			errs = append(errs, fmt.Errorf("smoke: %s %s: %s", r.Case, kind, r.Unfinished[kind]))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // writeResults writes the raw results as JSON to -out.

@@ -141,3 +141,15 @@ func TestReadyCountNeedsAllAtOnce(t *testing.T) {
 	}
 	rc.object("x", false, 2) // after done: no second close
 }
+
+func TestSmokeFailsOnUnfinishedCases(t *testing.T) {
+	done := row{Case: "ready: 5 members Parallel", Unfinished: map[string]string{}}
+	if err := smokeFailures([]row{done}); err != nil {
+		t.Fatalf("every case finished: %v", err)
+	}
+	late := row{Case: "ready: 50 x 3 Parallel, 50 nodes", Unfinished: map[string]string{tFlock: "not all Ready within 3m0s: 12 of 150"}}
+	err := smokeFailures([]row{done, late})
+	if err == nil || !strings.Contains(err.Error(), "50 x 3") || !strings.Contains(err.Error(), "12 of 150") {
+		t.Fatalf("an unfinished case: %v, want it named with its count", err)
+	}
+}
