@@ -302,7 +302,17 @@ func (c *Cluster) waitFlockReady(ctx context.Context, p *Process, url string) er
 		}
 		req.Header.Set("X-Remote-User", "flock-harness")
 		req.Header.Set("X-Remote-Group", "system:masters")
-		return doOK(proxy, req)
+		ok, err := doOK(proxy, req)
+		if !ok {
+			// Each attempt on a new connection: a TLS client sends its
+			// certificate only when the server's handshake names its CA
+			// among the acceptable ones, and flock-apiserver names the
+			// front-proxy CA only once it has read it. A connection made
+			// before that stays anonymous for as long as it is kept alive
+			// (CI saw 451 attempts over 90 s refused as system:anonymous).
+			proxy.CloseIdleConnections()
+		}
+		return ok, err
 	})
 	if err != nil && !p.Exited() {
 		err = fmt.Errorf("%w\n%s", err, handlersInFlight(client, url, p.LogFile+".goroutines"))
