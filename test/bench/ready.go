@@ -110,16 +110,7 @@ func (k kindClients) create(ctx context.Context, kind, ns, name string, members 
 // and its objects' status.readyReplicas.
 func (k kindClients) readyWatches(kind, ns string) func(*readyCount) []watchSpec {
 	return func(rc *readyCount) []watchSpec {
-		objects := watchSpec{func(ctx context.Context, opts metav1.ListOptions) (string, error) {
-			l, err := k.kube.AppsV1().StatefulSets(ns).List(ctx, opts)
-			return listRV(l, err)
-		}, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			return k.kube.AppsV1().StatefulSets(ns).Watch(ctx, opts)
-		}, func(ev watch.Event) {
-			if s, ok := ev.Object.(*appsv1.StatefulSet); ok {
-				rc.object(s.Name, ev.Type == watch.Deleted, s.Status.ReadyReplicas)
-			}
-		}}
+		var objects watchSpec
 		if kind == tFlock {
 			objects = watchSpec{func(ctx context.Context, opts metav1.ListOptions) (string, error) {
 				l, err := k.flock.FlockV1alpha1().Flocks(ns).List(ctx, opts)
@@ -129,6 +120,17 @@ func (k kindClients) readyWatches(kind, ns string) func(*readyCount) []watchSpec
 			}, func(ev watch.Event) {
 				if f, ok := ev.Object.(*flockv1alpha1.Flock); ok {
 					rc.object(f.Name, ev.Type == watch.Deleted, f.Status.ReadyReplicas)
+				}
+			}}
+		} else {
+			objects = watchSpec{func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+				l, err := k.kube.AppsV1().StatefulSets(ns).List(ctx, opts)
+				return listRV(l, err)
+			}, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+				return k.kube.AppsV1().StatefulSets(ns).Watch(ctx, opts)
+			}, func(ev watch.Event) {
+				if s, ok := ev.Object.(*appsv1.StatefulSet); ok {
+					rc.object(s.Name, ev.Type == watch.Deleted, s.Status.ReadyReplicas)
 				}
 			}}
 		}
@@ -462,7 +464,7 @@ func (r row) medians() row {
 // LISTs of Flocks).
 func timeToReady(ctx context.Context, ns string, objects int, members int32,
 	create func(i int) error, watches func(*readyCount) []watchSpec) (readyTimes, error) {
-	rc := &readyCount{want: int32(objects) * members, pods: map[string]bool{}, replicas: map[string]int32{}, done: make(chan struct{})}
+	rc := &readyCount{want: int32(objects) * members, ready: map[string]struct{}{}, replicas: map[string]int32{}, done: make(chan struct{})}
 	var ws watchSet
 	if err := ws.start(ctx, watches(rc)...); err != nil {
 		return readyTimes{}, err
@@ -486,7 +488,7 @@ func timeToReady(ctx context.Context, ns string, objects int, members int32,
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	if rc.out.pods == 0 || rc.out.status == 0 {
-		return rc.out, &notReadyError{after: *readyTimeout, ready: rc.nReady, want: rc.want}
+		return rc.out, &notReadyError{after: *readyTimeout, ready: int32(len(rc.ready)), want: rc.want}
 	}
 	return rc.out, nil
 }
@@ -498,9 +500,8 @@ type readyCount struct {
 	mu       sync.Mutex
 	start    time.Time
 	want     int32
-	pods     map[string]bool  // pod -> Ready
-	nReady   int32            // Ready pods
-	replicas map[string]int32 // object -> status.readyReplicas
+	ready    map[string]struct{} // the Ready pods
+	replicas map[string]int32    // object -> status.readyReplicas
 	sum      int32
 	out      readyTimes
 	done     chan struct{} // closed once both times are recorded
@@ -514,14 +515,10 @@ func (rc *readyCount) pod(ev watch.Event) {
 	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	ready := ev.Type != watch.Deleted && isReady(p)
-	if ready != rc.pods[p.Name] {
-		rc.nReady += map[bool]int32{true: 1, false: -1}[ready]
-	}
-	if ready {
-		rc.pods[p.Name] = true
+	if ev.Type != watch.Deleted && isReady(p) {
+		rc.ready[p.Name] = struct{}{}
 	} else {
-		delete(rc.pods, p.Name)
+		delete(rc.ready, p.Name)
 	}
 	rc.check()
 }
@@ -544,7 +541,7 @@ func (rc *readyCount) check() {
 	if rc.start.IsZero() || (rc.out.pods != 0 && rc.out.status != 0) {
 		return
 	}
-	if rc.out.pods == 0 && rc.nReady == rc.want {
+	if rc.out.pods == 0 && int32(len(rc.ready)) == rc.want {
 		rc.out.pods = time.Since(rc.start)
 	}
 	if rc.out.status == 0 && rc.sum == rc.want {

@@ -98,7 +98,7 @@ func TestKindsToRun(t *testing.T) {
 }
 
 func TestReadyCountNeedsAllAtOnce(t *testing.T) {
-	rc := &readyCount{want: 2, pods: map[string]bool{}, replicas: map[string]int32{}, done: make(chan struct{}), start: time.Now()}
+	rc := &readyCount{want: 2, ready: map[string]struct{}{}, replicas: map[string]int32{}, done: make(chan struct{}), start: time.Now()}
 	pod := func(name string, ready bool) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		if ready {
@@ -109,13 +109,13 @@ func TestReadyCountNeedsAllAtOnce(t *testing.T) {
 	rc.pod(watch.Event{Type: watch.Added, Object: pod("a", true)})
 	rc.pod(watch.Event{Type: watch.Modified, Object: pod("a", true)}) // no double count
 	rc.pod(watch.Event{Type: watch.Modified, Object: pod("b", false)})
-	if rc.out.pods != 0 || rc.nReady != 1 {
-		t.Fatalf("one of two Ready: pods time %v, %d Ready", rc.out.pods, rc.nReady)
+	if rc.out.pods != 0 || len(rc.ready) != 1 {
+		t.Fatalf("one of two Ready: pods time %v, %d Ready", rc.out.pods, len(rc.ready))
 	}
 	rc.pod(watch.Event{Type: watch.Deleted, Object: pod("a", true)})
 	rc.pod(watch.Event{Type: watch.Modified, Object: pod("b", true)})
-	if rc.out.pods != 0 || rc.nReady != 1 {
-		t.Fatalf("a deleted, b Ready: pods time %v, %d Ready", rc.out.pods, rc.nReady)
+	if rc.out.pods != 0 || len(rc.ready) != 1 {
+		t.Fatalf("a deleted, b Ready: pods time %v, %d Ready", rc.out.pods, len(rc.ready))
 	}
 	rc.pod(watch.Event{Type: watch.Added, Object: pod("a2", true)})
 	if rc.out.pods == 0 {
