@@ -131,6 +131,12 @@ func (c completedConfig) New() (*FlockServer, error) {
 		return nil, err
 	}
 
+	if rh := c.GenericConfig.Authentication.RequestHeaderConfig; rh != nil && rh.CAContentProvider != nil {
+		if err := generic.AddReadyzChecks(requestHeaderCAReadyz(rh.CAContentProvider)); err != nil {
+			return nil, err
+		}
+	}
+
 	core := c.GenericConfig.SharedInformerFactory
 	flocks := c.ExtraConfig.FlockInformers
 	if flocks != nil {

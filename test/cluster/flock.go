@@ -288,9 +288,9 @@ func (c *Cluster) waitFlockReady(ctx context.Context, p *Process, url string) er
 	}); err != nil {
 		return err
 	}
-	// /readyz does not cover the requestheader configuration, which is read
-	// from kube-system/extension-apiserver-authentication asynchronously:
-	// wait until the aggregator's identity is accepted.
+	// /readyz covers the front-proxy CA's content (check
+	// requestheader-client-ca), read from kube-system/extension-apiserver-
+	// authentication; this proves the aggregator's identity is accepted.
 	proxy, err := c.HTTPClient(c.PKI.FrontProxyClient)
 	if err != nil {
 		return err

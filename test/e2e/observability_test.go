@@ -62,7 +62,7 @@ func TestMetricsAndHealth(t *testing.T) {
 			t.Errorf("%s does not check etcd:\n%s", path, out)
 		}
 		if path == "/readyz?verbose" {
-			for _, check := range []string{"[+]flock-capacity-informers ok", "[+]flock-controller-informers ok", "[+]informer-sync ok"} {
+			for _, check := range []string{"[+]flock-capacity-informers ok", "[+]flock-controller-informers ok", "[+]informer-sync ok", "[+]requestheader-client-ca ok"} {
 				if !strings.Contains(out, check) {
 					t.Errorf("/readyz lacks %q:\n%s", check, out)
 				}

@@ -119,8 +119,9 @@ func TestFaults(t *testing.T) {
 	unverified, forced, moves := chk.unverified, chk.forced, chk.moves
 	chk.mu.Unlock()
 	t.Logf("watches re-established: %v; members moved off lost nodes: %d; member pods deleted without a grace period (node lost): %d; "+
-		"pods whose recorded node could not be checked (gone before a relist caught up): %d; upstream components that exited on their own and were started again: %d",
-		breaks, moves, forced, unverified, supervisorRestarts)
+		"pods whose recorded node could not be checked (gone before a relist caught up): %d; upstream components that exited on their own and were started again: %d; "+
+		"pods kwok left stuck after a dropped stage and was made to look at again (as a kubelet's sync retries): %d",
+		breaks, moves, forced, unverified, supervisorRestarts, podResyncs)
 }
 
 // runFault runs the workload, injects f, heals it, stops the workload and
@@ -160,6 +161,8 @@ func runFault(t *testing.T, ctx context.Context, wl *workload, chk *checker, f f
 	for {
 		superviseComponents(t, ctx)
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		resyncStuckPods(t, cctx, wl.ns)
+		resyncStuckPods(t, cctx, flockcontroller.DefaultHelperNamespace)
 		lastErr = wl.converged(cctx)
 		cancel()
 		if lastErr == nil || time.Now().After(deadline) || ctx.Err() != nil {
@@ -195,7 +198,8 @@ func runFault(t *testing.T, ctx context.Context, wl *workload, chk *checker, f f
 		t.Fatalf("%s: invariant broken (%d in all); the first:\n%s", f.name, violations, chk.firstViolation())
 	}
 	if lastErr != nil {
-		t.Fatalf("%s: the Flocks did not converge within %v after the fault: %v%s", f.name, convergeTimeout, lastErr, unscheduledPods(ctx, wl.ns))
+		t.Fatalf("%s: the Flocks did not converge within %v after the fault: %v%s%s%s", f.name, convergeTimeout, lastErr,
+			unscheduledPods(ctx, wl.ns), terminatingPods(ctx, wl.ns), terminatingPods(ctx, flockcontroller.DefaultHelperNamespace))
 	}
 	if opsDone == 0 || checksDone == 0 {
 		t.Fatalf("%s: %d workload operations and %d invariant checks; the fault hit nothing", f.name, opsDone, checksDone)
@@ -480,6 +484,119 @@ func unscheduledPods(ctx context.Context, ns string) string {
 		for _, l := range about[max(0, len(about)-8):] {
 			b.WriteString("\n  scheduler: " + l)
 		}
+	}
+	return b.String()
+}
+
+// stuckAfter is how long a pod may sit in a state one of kwok's stages
+// moves on from before resyncStuckPods makes kwok look at it again (kwok's
+// own stages take milliseconds).
+const stuckAfter = 20 * time.Second
+
+// resyncAnnotation is the annotation resyncStuckPods sets (the time).
+const resyncAnnotation = "flock.dev/e2e-kubelet-resync"
+
+// resyncStuckPods (the workload's pods, and the helpers' namespace) does
+// what a kubelet's periodic sync does and kwok does
+// not: it retries. kwok plays a stage once per change of a pod, and retries
+// a failed stage only on errors it counts as transient (connection refused,
+// 429, 503, timeouts); the 500 kube-apiserver returns while its own etcd
+// is down ends the stage for good. A pod can then stay terminating forever
+// (its final delete dropped; a deleted Flock's data cleanup waits on it),
+// or bound but Pending, or a helper Running and never done: gaps of the
+// fake node, not of the product. A pod in one of those states for longer
+// than stuckAfter gets resyncAnnotation, a change that makes kwok match
+// and play its stage again; kwok still does the work. Each is logged and
+// counted.
+func resyncStuckPods(t *testing.T, ctx context.Context, ns string) {
+	t.Helper()
+	pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return // the convergence check reports the API's state
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		state, since := kwokPending(p)
+		if state == "" {
+			continue
+		}
+		if last, err := time.Parse(time.RFC3339Nano, p.Annotations[resyncAnnotation]); err == nil && last.After(since) {
+			since = last
+		}
+		if time.Since(since) < stuckAfter {
+			continue
+		}
+		_, err := env.Kube.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType,
+			fmt.Appendf(nil, `{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, p.UID, resyncAnnotation, time.Now().Format(time.RFC3339Nano)), metav1.PatchOptions{})
+		t.Logf("KUBELET RESYNC: pod %s/%s on node %s %s for %s; kwok dropped its stage, so it is made to look again (err: %v)%s",
+			p.Namespace, p.Name, p.Spec.NodeName, state, time.Since(since).Round(time.Second), err, kwokLogAbout(p.Name))
+		if err == nil {
+			podResyncs++
+		}
+	}
+}
+
+// kwokPending says which of kwok's stages p waits for ("" when none) and
+// since when: its final delete, its start, or (a helper) its completion.
+func kwokPending(p *corev1.Pod) (string, time.Time) {
+	switch {
+	case p.DeletionTimestamp != nil:
+		if len(p.Finalizers) > 0 {
+			return "", time.Time{}
+		}
+		grace := time.Duration(0)
+		if p.DeletionGracePeriodSeconds != nil {
+			grace = time.Duration(*p.DeletionGracePeriodSeconds) * time.Second
+		}
+		return "terminating", p.DeletionTimestamp.Add(-grace)
+	case p.Spec.NodeName != "" && p.Status.Phase == corev1.PodPending:
+		since := p.CreationTimestamp.Time
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.LastTransitionTime.After(since) {
+				since = c.LastTransitionTime.Time
+			}
+		}
+		return "bound and not started", since
+	case p.Status.Phase == corev1.PodRunning && p.Spec.RestartPolicy != corev1.RestartPolicyAlways && p.Status.StartTime != nil:
+		return "running and not completed", p.Status.StartTime.Time
+	}
+	return "", time.Time{}
+}
+
+// podResyncs counts resyncStuckPods's resyncs (reported at the end).
+var podResyncs int
+
+// terminatingPods describes the namespace's terminating pods (a deleted
+// Flock's data cleanup waits for them), with kwok's log lines about each.
+func terminatingPods(ctx context.Context, ns string) string {
+	pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "\nlisting pods: " + err.Error()
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil {
+			continue
+		}
+		fmt.Fprintf(&b, "\npod %s (uid %s) on node %s terminating since %s, finalizers %v, phase %s%s",
+			p.Name, p.UID, p.Spec.NodeName, p.DeletionTimestamp.Format(time.RFC3339), p.Finalizers, p.Status.Phase, kwokLogAbout(p.Name))
+	}
+	return b.String()
+}
+
+// kwokLogAbout returns kwok's last log lines that name pod.
+func kwokLogAbout(pod string) string {
+	logBytes, _ := os.ReadFile(filepath.Join(env.LogDir(), "kwok.log"))
+	names := regexp.MustCompile("/" + regexp.QuoteMeta(pod) + `(["\s]|$)`)
+	var about []string
+	for _, l := range strings.Split(string(logBytes), "\n") {
+		if names.MatchString(l) {
+			about = append(about, l)
+		}
+	}
+	var b strings.Builder
+	for _, l := range about[max(0, len(about)-4):] {
+		b.WriteString("\n  kwok: " + l)
 	}
 	return b.String()
 }
