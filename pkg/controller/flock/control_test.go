@@ -36,10 +36,15 @@ func TestOrderedReadyCreatesOneMemberAtATime(t *testing.T) {
 		t.Fatalf("pods = %v, want [pg-0]", got)
 	}
 	events := f.events()
-	for ord, node := range []string{"n-a", "n-b", "n-c"} {
-		if !hasEvent(events, "Normal MemberPlaced", fmt.Sprintf("member %d", ord), node) {
-			t.Errorf("no MemberPlaced event for member %d on %s in %v", ord, node, events)
+	// One event tells of the whole placement (each event is a write).
+	var placed []string
+	for _, e := range events {
+		if strings.HasPrefix(e, "Normal MemberPlaced ") {
+			placed = append(placed, e)
 		}
+	}
+	if want := "Normal MemberPlaced member 0 (pod pg-0) placed on node n-a; member 1 (pod pg-1) placed on node n-b; member 2 (pod pg-2) placed on node n-c"; !slices.Equal(placed, []string{want}) {
+		t.Errorf("MemberPlaced events %q, want [%q]", placed, want)
 	}
 	if !hasEvent(events, "Normal SuccessfulCreate", "Pod pg-0", "n-a") {
 		t.Errorf("no SuccessfulCreate event for pg-0 in %v", events)
@@ -1069,5 +1074,22 @@ func TestClaimTemplateMemberFollowsItsPod(t *testing.T) {
 	}
 	if c := f.condition("pg", v1alpha1.FlockAvailable); c.Status != metav1.ConditionTrue {
 		t.Errorf("Available = %+v", c)
+	}
+}
+
+func TestPlacedMessageNamesAtMostTenMembers(t *testing.T) {
+	nodes := map[int32]string{}
+	var added []int32
+	for ord := range int32(12) {
+		added = append(added, ord)
+		nodes[ord] = fmt.Sprintf("n-%d", ord)
+	}
+	msg := placedMessage("big", added, nodes)
+	if !strings.HasPrefix(msg, "member 0 (pod big-0) placed on node n-0; member 1 (pod big-1) placed on node n-1; ") ||
+		!strings.HasSuffix(msg, "member 9 (pod big-9) placed on node n-9; 2 more (status.members lists every member)") {
+		t.Errorf("message %q", msg)
+	}
+	if got := placedMessage("one", []int32{4}, map[int32]string{4: "n-x"}); got != "member 4 (pod one-4) placed on node n-x" {
+		t.Errorf("message %q", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -184,9 +185,33 @@ func (fc *defaultFlockControl) placeMembers(ctx context.Context, s *snapshot) (*
 	}
 	for _, ord := range added {
 		logger.V(2).Info("Placed member", "ordinal", ord, "node", add[ord])
-		fc.event(f, corev1.EventTypeNormal, "MemberPlaced", "member %d (pod %s) placed on node %s", ord, PodName(f.Name, ord), add[ord])
+	}
+	if len(added) > 0 {
+		fc.event(f, corev1.EventTypeNormal, "MemberPlaced", "%s", placedMessage(f.Name, added, add))
 	}
 	return updated, nil
+}
+
+// placedEventMembers is how many members a MemberPlaced event names.
+const placedEventMembers = 10
+
+// placedMessage says where the members in added (sorted ordinals) were
+// placed: one event per placement, not one per member, as each event is a
+// write to kube-apiserver. It names the first placedEventMembers members;
+// status.members records every one.
+func placedMessage(flock string, added []int32, nodes map[int32]string) string {
+	var b strings.Builder
+	for i, ord := range added {
+		if i == placedEventMembers {
+			fmt.Fprintf(&b, "; %d more (status.members lists every member)", len(added)-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "member %d (pod %s) placed on node %s", ord, PodName(flock, ord), nodes[ord])
+	}
+	return b.String()
 }
 
 // recordMembers adds the members in add (ordinal -> node) to status, except

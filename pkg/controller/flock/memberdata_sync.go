@@ -84,7 +84,7 @@ func conflicting(ord int32, why string) dataState {
 // it is gone).
 func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, node *corev1.Node, now time.Time) (dataState, error) {
 	if usesClaimTemplate(f) {
-		st, _, err := d.ensureClaim(ctx, f, m.Ordinal, "")
+		st, _, err := d.ensureClaim(ctx, f, m.Ordinal, "", true)
 		return st, err
 	}
 	logger := klog.FromContext(ctx)
@@ -114,18 +114,19 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 			return waiting("", "", "member %d waits for node %s, which is gone, to make its PersistentVolume", ord, m.Node), nil
 		}
 		// The claim first: the volume is made bound to its UID, so that
-		// the binding can be completed here (completeBind).
-		st, claim, err := d.ensureClaim(ctx, f, ord, pvName)
+		// the binding can be completed here (completeBind). One event
+		// (VolumeCreated) tells of both.
+		st, claim, err := d.ensureClaim(ctx, f, ord, pvName, false)
 		if claim == nil || err != nil {
 			return st, err
 		}
 		if err := d.data.CreateVolume(ctx, NewMemberVolume(f, m, NodeHostname(node), d.dataRoot, claim.UID)); err != nil && !apierrors.IsAlreadyExists(err) {
-			d.event(f, corev1.EventTypeWarning, "FailedCreate", "create PersistentVolume %s for member %d failed: %v", pvName, ord, err)
+			d.event(f, corev1.EventTypeWarning, "FailedCreate", "create PersistentVolume %s for member %d (claim %s) failed: %v", pvName, ord, claimName, err)
 			return waiting("", "", "creating PersistentVolume %s failed", pvName), fmt.Errorf("creating PersistentVolume %s: %w", pvName, err)
 		}
 		logger.V(2).Info("Created member volume", "persistentVolume", pvName, "node", m.Node)
-		d.event(f, corev1.EventTypeNormal, "VolumeCreated", "created PersistentVolume %s for member %d on node %s (%s)",
-			pvName, ord, m.Node, MemberDataDir(d.dataRoot, f))
+		d.event(f, corev1.EventTypeNormal, "VolumeCreated", "created PersistentVolume %s for member %d on node %s (%s), bound to its claim %s",
+			pvName, ord, m.Node, MemberDataDir(d.dataRoot, f), claimName)
 		// Read again: when the cache is behind, the volume's event brings
 		// the next sync; the helper that prepares the directory starts at
 		// once all the same (the volume that records the directory exists).
@@ -183,7 +184,7 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 		}
 	}
 
-	st, claim, err := d.ensureClaim(ctx, f, ord, pvName)
+	st, claim, err := d.ensureClaim(ctx, f, ord, pvName, true)
 	if claim == nil || err != nil {
 		st.volume = pvName
 		return waitingFor(preparing, st), err
@@ -304,11 +305,12 @@ func waitingFor(preparing, st dataState) dataState {
 }
 
 // ensureClaim creates member ord's claim when it is absent (asking for
-// volume, for node-local data) and checks it otherwise. It returns the
+// volume, for node-local data; an event tells of it when announce is set)
+// and checks it otherwise. It returns the
 // claim when it is there and the member's (with a ready state: a claim
 // from a template is provisioned when the member's pod is scheduled, or at
 // once), and nil with why not.
-func (d *dataSyncer) ensureClaim(ctx context.Context, f *v1alpha1.Flock, ord int32, volume string) (dataState, *corev1.PersistentVolumeClaim, error) {
+func (d *dataSyncer) ensureClaim(ctx context.Context, f *v1alpha1.Flock, ord int32, volume string, announce bool) (dataState, *corev1.PersistentVolumeClaim, error) {
 	name := ClaimName(f, ord)
 	claim, err := d.data.GetClaim(f.Namespace, name)
 	if apierrors.IsNotFound(err) {
@@ -319,7 +321,9 @@ func (d *dataSyncer) ensureClaim(ctx context.Context, f *v1alpha1.Flock, ord int
 		}
 		if err == nil {
 			klog.FromContext(ctx).V(2).Info("Created member claim", "claim", klog.KRef(f.Namespace, name), "volume", volume)
-			d.event(f, corev1.EventTypeNormal, "ClaimCreated", "created PersistentVolumeClaim %s for member %d", name, ord)
+			if announce {
+				d.event(f, corev1.EventTypeNormal, "ClaimCreated", "created PersistentVolumeClaim %s for member %d", name, ord)
+			}
 			claim = created // the cache may not have it yet
 		} else if claim, err = d.data.GetClaim(f.Namespace, name); err != nil {
 			return waiting(volume, name, "member %d: claim %s exists", ord, name), nil, nil

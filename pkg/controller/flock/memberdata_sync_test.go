@@ -389,6 +389,11 @@ func TestEnsureNodeLocalData(t *testing.T) {
 	if !hasDataEvent(d.events, "DataPrepared", "owner 999:999, mode 770") {
 		t.Errorf("events %v", d.events)
 	}
+	// One event tells of the claim and the volume (each event is a write).
+	if !hasDataEvent(d.events, "VolumeCreated", "created PersistentVolume "+pvName+" for member 1 on node ") ||
+		!hasDataEvent(d.events, "VolumeCreated", "bound to its claim data-pg-1") || hasDataEvent(d.events, "ClaimCreated", "") {
+		t.Errorf("events %v, want one VolumeCreated naming the claim and no ClaimCreated", d.events)
+	}
 }
 
 // TestEnsureWaitsForTheVolumeController walks a member's data with a
