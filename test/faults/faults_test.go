@@ -462,8 +462,7 @@ func unscheduledPods(ctx context.Context, ns string) string {
 	if err != nil {
 		return "\nlisting pods: " + err.Error()
 	}
-	logBytes, _ := os.ReadFile(filepath.Join(env.LogDir(), "kube-scheduler.log"))
-	logLines := strings.Split(string(logBytes), "\n")
+	schedulerLog := logLines("kube-scheduler.log")
 	var b strings.Builder
 	for _, p := range pods.Items {
 		if p.Spec.NodeName != "" {
@@ -475,15 +474,9 @@ func unscheduledPods(ctx context.Context, ns string) string {
 				fmt.Fprintf(&b, "; PodScheduled %s %s: %s", c.Status, c.Reason, c.Message)
 			}
 		}
-		var about []string
-		for _, l := range logLines {
-			if strings.Contains(l, ns+"/"+p.Name) || strings.Contains(l, `"`+p.Name+`"`) {
-				about = append(about, l)
-			}
-		}
-		for _, l := range about[max(0, len(about)-8):] {
-			b.WriteString("\n  scheduler: " + l)
-		}
+		b.WriteString(lastLinesAbout(schedulerLog, 8, "scheduler", func(l string) bool {
+			return strings.Contains(l, ns+"/"+p.Name) || strings.Contains(l, `"`+p.Name+`"`)
+		}))
 	}
 	return b.String()
 }
@@ -514,6 +507,7 @@ func resyncStuckPods(t *testing.T, ctx context.Context, ns string) {
 	if err != nil {
 		return // the convergence check reports the API's state
 	}
+	var kwokLog []string // read once, when a pod is stuck
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		state, since := kwokPending(p)
@@ -526,10 +520,13 @@ func resyncStuckPods(t *testing.T, ctx context.Context, ns string) {
 		if time.Since(since) < stuckAfter {
 			continue
 		}
+		if kwokLog == nil {
+			kwokLog = logLines("kwok.log")
+		}
 		_, err := env.Kube.CoreV1().Pods(ns).Patch(ctx, p.Name, types.MergePatchType,
 			fmt.Appendf(nil, `{"metadata":{"uid":%q,"annotations":{%q:%q}}}`, p.UID, resyncAnnotation, time.Now().Format(time.RFC3339Nano)), metav1.PatchOptions{})
 		t.Logf("KUBELET RESYNC: pod %s/%s on node %s %s for %s; kwok dropped its stage, so it is made to look again (err: %v)%s",
-			p.Namespace, p.Name, p.Spec.NodeName, state, time.Since(since).Round(time.Second), err, kwokLogAbout(p.Name))
+			p.Namespace, p.Name, p.Spec.NodeName, state, time.Since(since).Round(time.Second), err, kwokLogAbout(kwokLog, p.Name))
 		if err == nil {
 			podResyncs++
 		}
@@ -573,30 +570,42 @@ func terminatingPods(ctx context.Context, ns string) string {
 	if err != nil {
 		return "\nlisting pods: " + err.Error()
 	}
+	kwokLog := logLines("kwok.log")
 	var b strings.Builder
 	for _, p := range pods.Items {
 		if p.DeletionTimestamp == nil {
 			continue
 		}
 		fmt.Fprintf(&b, "\npod %s (uid %s) on node %s terminating since %s, finalizers %v, phase %s%s",
-			p.Name, p.UID, p.Spec.NodeName, p.DeletionTimestamp.Format(time.RFC3339), p.Finalizers, p.Status.Phase, kwokLogAbout(p.Name))
+			p.Name, p.UID, p.Spec.NodeName, p.DeletionTimestamp.Format(time.RFC3339), p.Finalizers, p.Status.Phase, kwokLogAbout(kwokLog, p.Name))
 	}
 	return b.String()
 }
 
-// kwokLogAbout returns kwok's last log lines that name pod.
-func kwokLogAbout(pod string) string {
-	logBytes, _ := os.ReadFile(filepath.Join(env.LogDir(), "kwok.log"))
+// kwokLogAbout returns kwok's last log lines (of kwokLog) that name pod.
+func kwokLogAbout(kwokLog []string, pod string) string {
 	names := regexp.MustCompile("/" + regexp.QuoteMeta(pod) + `(["\s]|$)`)
+	return lastLinesAbout(kwokLog, 4, "kwok", names.MatchString)
+}
+
+// logLines returns the lines of the component log file name.
+func logLines(name string) []string {
+	data, _ := os.ReadFile(filepath.Join(env.LogDir(), name))
+	return strings.Split(string(data), "\n")
+}
+
+// lastLinesAbout returns the last n of lines that match, each on a line of
+// its own after "  from: ".
+func lastLinesAbout(lines []string, n int, from string, match func(string) bool) string {
 	var about []string
-	for _, l := range strings.Split(string(logBytes), "\n") {
-		if names.MatchString(l) {
+	for _, l := range lines {
+		if match(l) {
 			about = append(about, l)
 		}
 	}
 	var b strings.Builder
-	for _, l := range about[max(0, len(about)-4):] {
-		b.WriteString("\n  kwok: " + l)
+	for _, l := range about[max(0, len(about)-n):] {
+		b.WriteString("\n  " + from + ": " + l)
 	}
 	return b.String()
 }

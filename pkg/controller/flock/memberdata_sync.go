@@ -306,10 +306,9 @@ func waitingFor(preparing, st dataState) dataState {
 
 // ensureClaim creates member ord's claim when it is absent (asking for
 // volume, for node-local data; an event tells of it when announce is set)
-// and checks it otherwise. It returns the
-// claim when it is there and the member's (with a ready state: a claim
-// from a template is provisioned when the member's pod is scheduled, or at
-// once), and nil with why not.
+// and checks it otherwise. It returns the claim when it is there and the
+// member's (with a ready state: a claim from a template is provisioned when
+// the member's pod is scheduled, or at once), and nil with why not.
 func (d *dataSyncer) ensureClaim(ctx context.Context, f *v1alpha1.Flock, ord int32, volume string, announce bool) (dataState, *corev1.PersistentVolumeClaim, error) {
 	name := ClaimName(f, ord)
 	claim, err := d.data.GetClaim(f.Namespace, name)
