@@ -5,6 +5,8 @@ package apiserver
 import (
 	"context"
 
+	coreinformers "k8s.io/client-go/informers/core/v1"
+
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -153,8 +155,12 @@ func (c completedConfig) New() (*FlockServer, error) {
 	}
 	if c.ExtraConfig.Controller.Enabled {
 		ctx := context.Background()
+		var nodes coreinformers.NodeInformer
+		if core != nil {
+			nodes = core.Core().V1().Nodes()
+		}
 		ec, err := newEmbeddedController(ctx, c.ExtraConfig.Controller, c.ExtraConfig.ControllerClientConfig,
-			c.GenericConfig.LoopbackClientConfig, flocks)
+			c.GenericConfig.LoopbackClientConfig, flocks, nodes)
 		if err != nil {
 			return nil, err
 		}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	coreinformers "k8s.io/client-go/informers/core/v1"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -70,9 +72,11 @@ const controllerResync = 10 * time.Minute
 // start, so that its informers (and their indexes) are registered in time.
 // It watches and writes the core cluster as coreConfig, the controller's own
 // identity, with informers of its own: the server's identity reads only what
-// the server itself needs.
+// the server itself needs. Nodes are the exception: admission caches every
+// node too, so when the server has a node informer (nodes, not nil) the
+// controller reads that one, and a cluster's nodes are cached once.
 func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig, loopback *rest.Config,
-	flockFactory flockinformers.SharedInformerFactory) (*embeddedController, error) {
+	flockFactory flockinformers.SharedInformerFactory, nodes coreinformers.NodeInformer) (*embeddedController, error) {
 	if coreConfig == nil {
 		return nil, fmt.Errorf("the Flock controller needs a core cluster (--kubeconfig or in-cluster config)")
 	}
@@ -109,12 +113,18 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 	}
 	kubeFactory := kubeinformers.NewSharedInformerFactoryWithOptions(kubeClient, controllerResync,
 		kubeinformers.WithTransform(flockcontroller.CacheTransform))
+	if nodes == nil {
+		nodes = kubeFactory.Core().V1().Nodes()
+	} else if err := nodes.Informer().SetTransform(flockcontroller.TrimNode); err != nil {
+		// Started already (admission set the same transform before).
+		klog.FromContext(ctx).V(2).Info("Shared node cache: transform not set again", "err", err)
+	}
 	broadcast := newEventBroadcaster(ctx)
 	recorder := broadcast.NewRecorder(flockscheme.Scheme, corev1.EventSource{Component: "flock-controller"})
 	c, err := flockcontroller.NewController(ctx, flockcontroller.Clients{Members: kubeClient, Data: clients[1], Helpers: clients[2]}, flockClient,
 		flockFactory.Flock().V1alpha1().Flocks(),
 		kubeFactory.Core().V1().Pods(),
-		kubeFactory.Core().V1().Nodes(),
+		nodes,
 		kubeFactory.Core().V1().Services(),
 		kubeFactory.Apps().V1().ControllerRevisions(),
 		kubeFactory.Core().V1().PersistentVolumes(),

@@ -1,7 +1,7 @@
 // File cache_transform.go: informer transforms that keep the controller's
-// caches small (issue 17): managedFields go from every cached object, node
-// image lists go, and pods that are not the Flocks' keep only the fields
-// the controller reads of them.
+// caches small (issue 17): managedFields go from every cached object, nodes
+// keep only what placement reads, and pods that are not the Flocks' keep
+// only the fields the controller reads of them.
 
 package flock
 
@@ -24,16 +24,32 @@ func TrimManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// TrimNode is the transform of node informers: besides managedFields it
-// drops the lists of images and volumes, which nothing of Flock reads.
+// TrimNode is the transform of node informers. A node is cached for what
+// Flock reads of it and nothing more: its metadata without annotations
+// (name, UID and labels, for placement and the hostname a member's volume is
+// pinned to), whether it is cordoned, its taints, and its Ready condition
+// (placement, admission and node loss). Capacity, addresses, node info,
+// images, volumes and the other conditions go: nothing of Flock reads them,
+// and nothing writes a node from this cache. Admission and the controller
+// share one node informer (pkg/apiserver), so this is one copy per node.
 func TrimNode(obj any) (any, error) {
-	if node, ok := obj.(*corev1.Node); ok {
-		node.ManagedFields = nil
-		node.Status.Images = nil
-		node.Status.VolumesInUse = nil
-		node.Status.VolumesAttached = nil
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return TrimManagedFields(obj)
 	}
-	return obj, nil
+	slim := &corev1.Node{
+		TypeMeta:   node.TypeMeta,
+		ObjectMeta: node.ObjectMeta,
+		Spec:       corev1.NodeSpec{Unschedulable: node.Spec.Unschedulable, Taints: node.Spec.Taints},
+	}
+	slim.ManagedFields, slim.Annotations = nil, nil
+	for i := range node.Status.Conditions {
+		if node.Status.Conditions[i].Type == corev1.NodeReady {
+			slim.Status.Conditions = []corev1.NodeCondition{node.Status.Conditions[i]}
+			break
+		}
+	}
+	return slim, nil
 }
 
 // TrimPod is the transform of the controller's pod informer. A Flock's
@@ -41,9 +57,10 @@ func TrimNode(obj any) (any, error) {
 // lose only their managedFields. Any other pod is cached for what the
 // controller reads of it and nothing more: its metadata (labels and
 // ownerReferences, for selection and adoption; not annotations), the node
-// it is on or pinned to, its hostname and subdomain, its volumes (adoption
-// and the data-in-use check) and its phase, conditions and container
-// states. Such a pod is never written from the cache (adoption and
+// it is on or pinned to, its hostname and subdomain, its claim volumes
+// (adoption and the data-in-use check read only those; a service account
+// token, ConfigMap or Secret volume goes) and its phase, conditions and
+// container states. Such a pod is never written from the cache (adoption and
 // relabelling are patches), so the fields dropped are never lost.
 func TrimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
@@ -61,7 +78,7 @@ func TrimPod(obj any) (any, error) {
 			NodeName:  pod.Spec.NodeName,
 			Hostname:  pod.Spec.Hostname,
 			Subdomain: pod.Spec.Subdomain,
-			Volumes:   pod.Spec.Volumes,
+			Volumes:   claimVolumes(pod.Spec.Volumes),
 		},
 		Status: corev1.PodStatus{
 			Phase:                 pod.Status.Phase,
@@ -75,6 +92,17 @@ func TrimPod(obj any) (any, error) {
 		slim.Spec.Affinity = &corev1.Affinity{NodeAffinity: a.NodeAffinity}
 	}
 	return slim, nil
+}
+
+// claimVolumes returns the volumes of vols that mount a claim, or nil.
+func claimVolumes(vols []corev1.Volume) []corev1.Volume {
+	var out []corev1.Volume
+	for _, v := range vols {
+		if v.PersistentVolumeClaim != nil {
+			out = append(out, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: v.PersistentVolumeClaim}})
+		}
+	}
+	return out
 }
 
 // isFlocksPod reports whether pod is a Flock's: controlled by a Flock or

@@ -4,7 +4,9 @@
 package flock
 
 import (
+	"fmt"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/pkg/placement"
 )
 
 // cachedPod returns member m's pod as the API server returns it once it
@@ -23,6 +26,10 @@ func cachedPod(f *v1alpha1.Flock, m v1alpha1.FlockMember, phase corev1.PodPhase,
 	pod.Annotations = map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"big":"blob"}`}
 	pod.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}
 	pod.Spec.NodeName = m.Node
+	// As the ServiceAccount admission plugin adds it.
+	pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "kube-api-access-x7k2q", VolumeSource: corev1.VolumeSource{
+		Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{
+			ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}})
 	pod.Status = corev1.PodStatus{
 		Phase:      phase,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}},
@@ -86,6 +93,11 @@ func TestTrimPodKeepsWhatTheControllerReads(t *testing.T) {
 			if got.Annotations != nil || got.Spec.Containers != nil || got.Status.PodIP != "" {
 				t.Errorf("an unrelated pod kept annotations %v, containers %v or pod IP %q", got.Annotations, got.Spec.Containers, got.Status.PodIP)
 			}
+			for _, v := range got.Spec.Volumes {
+				if v.PersistentVolumeClaim == nil {
+					t.Errorf("an unrelated pod kept volume %q, which mounts no claim", v.Name)
+				}
+			}
 			// Everything the controller decides from a pod it does not
 			// control comes out the same.
 			checks := []struct {
@@ -117,24 +129,59 @@ func TestTrimPodKeepsWhatTheControllerReads(t *testing.T) {
 }
 
 func TestTrimNodeAndManagedFields(t *testing.T) {
-	node := newNode("n-a")
-	node.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
-	node.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}
-	node.Spec.Unschedulable = true
-	node.Status.Allocatable = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110")}
-	node.Status.Images = []corev1.ContainerImage{{Names: []string{"registry/image:tag"}, SizeBytes: 1 << 20}}
-	want := node.DeepCopy()
-	want.ManagedFields, want.Status.Images = nil, nil
-	out, _ := CacheTransform(node)
-	if got := out.(*corev1.Node); !equality.Semantic.DeepEqual(got, want) {
-		t.Errorf("trimmed node:\ngot  %+v\nwant %+v", got, want)
+	since := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	for _, ready := range []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse} {
+		node := newNode("n-a")
+		node.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+		node.Annotations = map[string]string{"node.alpha.kubernetes.io/ttl": "0"}
+		node.Spec.Taints = []corev1.Taint{{Key: "k", Effect: corev1.TaintEffectNoSchedule}}
+		node.Spec.Unschedulable = true
+		node.Spec.PodCIDR = "10.244.0.0/24"
+		node.Status.Allocatable = corev1.ResourceList{corev1.ResourcePods: resource.MustParse("110")}
+		node.Status.Images = []corev1.ContainerImage{{Names: []string{"registry/image:tag"}, SizeBytes: 1 << 20}}
+		node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}
+		node.Status.NodeInfo.KubeletVersion = "v1.37.2"
+		node.Status.Conditions = []corev1.NodeCondition{
+			{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Message: "kubelet has sufficient memory available"},
+			{Type: corev1.NodeReady, Status: ready, LastTransitionTime: since, Message: "kubelet is posting ready status"},
+		}
+		orig := node.DeepCopy()
+		out, err := CacheTransform(node)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := out.(*corev1.Node)
+		if got.ManagedFields != nil || got.Annotations != nil || got.Spec.PodCIDR != "" || got.Status.Allocatable != nil ||
+			got.Status.Images != nil || got.Status.Addresses != nil || got.Status.NodeInfo.KubeletVersion != "" || len(got.Status.Conditions) != 1 {
+			t.Errorf("the trimmed node kept what nothing reads: %+v", got)
+		}
+		// Everything Flock decides from a node comes out the same.
+		tracker := func(n *corev1.Node) any {
+			since, lost := newNodeLossTracker().lostSince(n.Name, n, since.Add(time.Hour))
+			return fmt.Sprintf("%s %t", since.Format(time.RFC3339), lost)
+		}
+		checks := []struct {
+			what      string
+			got, want any
+		}{
+			{"name/uid/labels", []any{got.Name, got.UID, got.Labels}, []any{orig.Name, orig.UID, orig.Labels}},
+			{"hostname", NodeHostname(got), NodeHostname(orig)},
+			{"ready", placement.IsReady(got), placement.IsReady(orig)},
+			{"cordoned and taints", []any{got.Spec.Unschedulable, got.Spec.Taints}, []any{orig.Spec.Unschedulable, orig.Spec.Taints}},
+			{"lost since", tracker(got), tracker(orig)},
+		}
+		for _, c := range checks {
+			if !equality.Semantic.DeepEqual(c.got, c.want) {
+				t.Errorf("Ready=%s: %s: trimmed %v, cached in full %v", ready, c.what, c.got, c.want)
+			}
+		}
 	}
 
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "pg", Labels: map[string]string{"a": "b"},
 		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: FieldManager}}}, Spec: corev1.ServiceSpec{ClusterIP: "None"}}
 	wantSvc := svc.DeepCopy()
 	wantSvc.ManagedFields = nil
-	out, _ = CacheTransform(svc)
+	out, _ := CacheTransform(svc)
 	if got := out.(*corev1.Service); !equality.Semantic.DeepEqual(got, wantSvc) {
 		t.Errorf("trimmed Service:\ngot  %+v\nwant %+v", got, wantSvc)
 	}
