@@ -29,6 +29,9 @@ type Config struct {
 	Cluster *ClusterConfig
 	// UnsafeNoFsync turns off fsync (tests and benchmarks only).
 	UnsafeNoFsync bool
+	// Defrag says when the member gives the free space of its database
+	// file back (defrag.go); the zero value never does.
+	Defrag DefragPolicy
 }
 
 // The raft log kept in memory by a single member: a snapshot every
@@ -107,6 +110,7 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	logger.Info("Embedded etcd is ready", "name", cfg.Name, "clientURL", cfg.AdvertiseClientUrls[0].String())
 	s := &Server{etcd: e, failed: make(chan struct{})}
 	go s.watch()
+	go s.runDefrag(ctx, c.Defrag)
 	return s, nil
 }
 

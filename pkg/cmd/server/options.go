@@ -99,6 +99,9 @@ type EmbeddedEtcdOptions struct {
 	// UnsafeNoFsync turns off the member's fsyncs (tests and benchmarks
 	// only: a crash of the machine loses acknowledged writes).
 	UnsafeNoFsync bool
+	// DefragInterval is how often the member checks whether its database
+	// file is mostly free space, to defragment it (0: never).
+	DefragInterval time.Duration
 
 	// Cluster mode: set by InitialCluster.
 
@@ -134,6 +137,9 @@ func NewOptions() *Options {
 			ClientPort: 2479,
 			PeerPort:   2480,
 			Token:      "flock-apiserver",
+			// The check is cheap (two sizes read); a defragmentation
+			// happens only when the file is mostly free space.
+			DefragInterval: etcd.DefaultDefragPolicy.Interval,
 		},
 		DataRoot:          flockcontroller.DefaultDataRoot,
 		ClusterDomain:     flockcontroller.DefaultClusterDomain,
@@ -185,6 +191,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Loopback port of the embedded etcd member's peer endpoint.")
 	fs.BoolVar(&o.EmbeddedEtcd.UnsafeNoFsync, "embedded-etcd-unsafe-no-fsync", o.EmbeddedEtcd.UnsafeNoFsync,
 		"Tests and benchmarks only: the embedded member never fsyncs (as etcd's --unsafe-no-fsync), so a crash of the machine loses acknowledged writes.")
+	fs.DurationVar(&o.EmbeddedEtcd.DefragInterval, "embedded-etcd-defrag-interval", o.EmbeddedEtcd.DefragInterval,
+		"How often the embedded member checks its database file; when at least 16 MiB and half of the file are free space (revisions compacted away), it is defragmented, which blocks the member for as long as that takes. 0: never.")
 	fs.StringVar(&o.EmbeddedEtcd.InitialCluster, "embedded-etcd-initial-cluster", o.EmbeddedEtcd.InitialCluster,
 		"Cluster mode: every member as name=https://peer-host:port, comma separated, identical on every replica (an odd number: 1, 3, 5 or 7). Empty: a single member on loopback.")
 	fs.StringVar(&o.EmbeddedEtcd.Name, "embedded-etcd-name", o.EmbeddedEtcd.Name,
@@ -272,6 +280,9 @@ func (o *Options) Validate() error {
 	if o.embedded {
 		if o.EmbeddedEtcd.DataDir == "" {
 			errs = append(errs, fmt.Errorf("--embedded-etcd-data-dir is required when --etcd-servers is empty"))
+		}
+		if o.EmbeddedEtcd.DefragInterval < 0 {
+			errs = append(errs, fmt.Errorf("--embedded-etcd-defrag-interval must be 0 (never) or positive, got %s", o.EmbeddedEtcd.DefragInterval))
 		}
 		if o.EmbeddedEtcd.clusterMode() {
 			errs = append(errs, o.EmbeddedEtcd.validateCluster()...)
@@ -384,7 +395,8 @@ func httpsURL(s string) error {
 // embeddedEtcdConfig is the configuration of the embedded member.
 func (o *Options) embeddedEtcdConfig() (etcd.Config, error) {
 	e := o.EmbeddedEtcd
-	c := etcd.Config{DataDir: e.DataDir, ClientPort: e.ClientPort, PeerPort: e.PeerPort, UnsafeNoFsync: e.UnsafeNoFsync}
+	c := etcd.Config{DataDir: e.DataDir, ClientPort: e.ClientPort, PeerPort: e.PeerPort, UnsafeNoFsync: e.UnsafeNoFsync,
+		Defrag: etcd.DefragPolicy{Interval: e.DefragInterval, MinFree: etcd.DefaultDefragPolicy.MinFree}}
 	if !e.clusterMode() {
 		return c, nil
 	}

@@ -24,6 +24,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"embedded without data dir", func(o *Options) { o.EmbeddedEtcd.DataDir = "" }, []string{"--embedded-etcd-data-dir is required"}},
 		{"same etcd ports", func(o *Options) { o.EmbeddedEtcd.PeerPort = o.EmbeddedEtcd.ClientPort }, []string{"must differ"}},
 		{"bad port", func(o *Options) { o.EmbeddedEtcd.ClientPort = 70000 }, []string{"--embedded-etcd-client-port must be between 1 and 65535"}},
+		{"no defrag", func(o *Options) { o.EmbeddedEtcd.DefragInterval = 0 }, nil},
+		{"negative defrag interval", func(o *Options) { o.EmbeddedEtcd.DefragInterval = -time.Second }, []string{"--embedded-etcd-defrag-interval must be 0 (never) or positive, got -1s"}},
 		{"relative data root", func(o *Options) { o.DataRoot = "var/lib/flock" }, []string{"--data-root must be a clean absolute path"}},
 		{"data root escaping", func(o *Options) { o.DataRoot = "/var/../etc" }, []string{"--data-root"}},
 		{"data root /", func(o *Options) { o.DataRoot = "/" }, []string{"--data-root"}},
