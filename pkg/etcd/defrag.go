@@ -66,6 +66,7 @@ func (p DefragPolicy) needsDefrag(size, inUse int64) bool {
 // runDefrag checks the member's file every p.Interval (plus up to a quarter
 // of it at random) until ctx is done or the member stops.
 func (s *Server) runDefrag(ctx context.Context, p DefragPolicy) {
+	s.sizes()
 	if p.Interval <= 0 {
 		return
 	}
@@ -85,10 +86,7 @@ func (s *Server) runDefrag(ctx context.Context, p DefragPolicy) {
 // maybeDefrag defragments the member's file if p says so, and reports
 // whether it did.
 func (s *Server) maybeDefrag(ctx context.Context, p DefragPolicy) bool {
-	be := s.etcd.Server.Backend()
-	size, inUse := be.Size(), be.SizeInUse()
-	dbSize.WithLabelValues("all").Set(float64(size))
-	dbSize.WithLabelValues("in_use").Set(float64(inUse))
+	size, inUse := s.sizes()
 	if !p.needsDefrag(size, inUse) {
 		return false
 	}
@@ -100,9 +98,18 @@ func (s *Server) maybeDefrag(ctx context.Context, p DefragPolicy) bool {
 		return false
 	}
 	defragTotal.WithLabelValues("ok").Inc()
-	after := s.etcd.Server.Backend().Size()
-	dbSize.WithLabelValues("all").Set(float64(after))
+	after, _ := s.sizes()
 	logger.Info("Embedded etcd: defragmented the database file", "beforeBytes", size, "inUseBytes", inUse,
 		"afterBytes", after, "duration", time.Since(start).Round(time.Millisecond))
 	return true
+}
+
+// sizes returns the size of the member's file and how much of it is in
+// use, and records both in the metrics.
+func (s *Server) sizes() (size, inUse int64) {
+	be := s.etcd.Server.Backend()
+	size, inUse = be.Size(), be.SizeInUse()
+	dbSize.WithLabelValues("all").Set(float64(size))
+	dbSize.WithLabelValues("in_use").Set(float64(inUse))
+	return size, inUse
 }
