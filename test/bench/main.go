@@ -63,6 +63,7 @@ var (
 	apiOnly      = flag.Bool("api-only", false, "run only the API cases (no readiness cases)")
 	memoryN      = flag.Int("memory", 0, "run only the memory case: N nodes, N Flocks x 3, 3N unrelated pods; resident sets after each stage (the issue's size is 1000)")
 	memoryWait   = flag.Duration("memory-wait", 45*time.Minute, "how long the memory case waits for the members to be Ready before it measures anyway (the stage then says how many were)")
+	memorySettle = flag.Duration("memory-settle", 0, "in the memory case, how long to stay idle after the last stage before one more record (etcd compaction runs every 5m; 0: none)")
 	heapPath     = flag.String("heap-profile", "_output/bench-e2e-memory-heap.pprof", "where heap profiles of flock-apiserver after each stage of the memory case go (-<stage> added; empty: none)")
 	smoke        = flag.Bool("smoke", false, "tiny sizes (CI smoke): checks the bench runs, numbers mean little")
 	withAPI      = flag.Bool("api", true, "run the API cases (false: only the readiness cases)")
