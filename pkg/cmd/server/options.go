@@ -77,6 +77,9 @@ type Options struct {
 	// RolloutHaltAfter is how long a new-revision pod may stay not Ready
 	// before a rolling update is reported halted.
 	RolloutHaltAfter time.Duration
+	// MemoryLimitRatio is the share of the cgroup's memory limit given to
+	// the Go runtime as its soft memory limit (0: none; GOMEMLIMIT wins).
+	MemoryLimitRatio float64
 	// ControllerKubeconfig is the kubeconfig of the identity that creates
 	// member pods: the embedded controller and the admission dry-run of the
 	// member pod. Empty: the server's own (--kubeconfig or in-cluster).
@@ -160,6 +163,7 @@ func NewOptions() *Options {
 		HelperImage:      flockcontroller.DefaultCleanupImage,
 		HelperNamespace:  flockcontroller.DefaultHelperNamespace,
 		RolloutHaltAfter: flockcontroller.DefaultRolloutHaltAfter,
+		MemoryLimitRatio: 0.9,
 		Logs:             logs.NewOptions(),
 	}
 	capacity.Register(o.RecommendedOptions.Admission.Plugins)
@@ -244,6 +248,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Namespace of the helper pods: the server's own, so that no tenant's quota, LimitRange or Pod Security level applies to them and no tenant can fake their result. It must allow hostPath volumes.")
 	fs.DurationVar(&o.RolloutHaltAfter, "rollout-halt-after", o.RolloutHaltAfter,
 		"How long a pod of a rolling update's new revision may stay not Ready before the rollout is reported halted (condition Progressing=False, reason RolloutHalted).")
+	fs.Float64Var(&o.MemoryLimitRatio, "memory-limit-ratio", o.MemoryLimitRatio,
+		"Share of the memory limit of the server's cgroup (a container's limit) given to the Go runtime as its soft memory limit, so that the GC collects harder before the cgroup's limit is reached. 0: none. GOMEMLIMIT in the environment wins.")
 	options.BindLeaderElectionFlags(&o.LeaderElection, fss.FlagSet("leader election"))
 
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logs"))
@@ -277,6 +283,9 @@ func (o *Options) Complete() error {
 func (o *Options) Validate() error {
 	var errs []error
 	errs = append(errs, o.RecommendedOptions.Validate()...)
+	if o.MemoryLimitRatio < 0 || o.MemoryLimitRatio > 1 {
+		errs = append(errs, fmt.Errorf("--memory-limit-ratio must be between 0 (none) and 1, got %g", o.MemoryLimitRatio))
+	}
 	if o.embedded {
 		if o.EmbeddedEtcd.DataDir == "" {
 			errs = append(errs, fmt.Errorf("--embedded-etcd-data-dir is required when --etcd-servers is empty"))

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"flock.dev/flock/internal/memlimit"
+
 	"github.com/spf13/cobra"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -183,6 +185,11 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	logger := klog.FromContext(ctx)
+	if soft, cgroup, err := memlimit.Set(o.MemoryLimitRatio); err != nil {
+		logger.Info("No soft memory limit from the cgroup", "err", err)
+	} else if soft > 0 {
+		logger.Info("Soft memory limit set from the cgroup's", "softLimitBytes", soft, "cgroupLimitBytes", cgroup, "ratio", o.MemoryLimitRatio)
+	}
 	var member *etcd.Server
 	if o.embedded {
 		c, err := o.embeddedEtcdConfig()
