@@ -16,6 +16,7 @@ import (
 	"path"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -68,7 +69,7 @@ func CgroupLimit(root string, procSelfCgroup []byte) (int64, error) {
 		switch {
 		case parts[0] == "0" && parts[1] == "":
 			v2 = parts[2]
-		case hasController(parts[1], "memory"):
+		case slices.Contains(strings.Split(parts[1], ","), "memory"):
 			v1 = parts[2]
 		}
 	}
@@ -81,15 +82,6 @@ func CgroupLimit(root string, procSelfCgroup []byte) (int64, error) {
 		return smallest(filepath.Join(root, "memory"), v1, "memory.limit_in_bytes")
 	}
 	return 0, nil
-}
-
-func hasController(list, name string) bool {
-	for _, c := range strings.Split(list, ",") {
-		if c == name {
-			return true
-		}
-	}
-	return false
 }
 
 // smallest returns the smallest limit in file among the cgroup dir (below
