@@ -52,25 +52,50 @@ func orphanOf(pod *corev1.Pod) *corev1.Pod {
 
 func TestTrimPodKeepsWhatTheControllerReads(t *testing.T) {
 	f := newFlock("pg", 2)
+	f.Spec.MinReadySeconds = 10
 	m := v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}
 	selector, err := metav1.LabelSelectorAsSelector(f.Spec.Selector)
 	if err != nil {
 		t.Fatal(err)
 	}
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	nodes := map[string]*corev1.Node{"n-b": {ObjectMeta: metav1.ObjectMeta{Name: "n-b"}, Spec: corev1.NodeSpec{Taints: []corev1.Taint{
+		{Key: corev1.TaintNodeOutOfService, Effect: corev1.TaintEffectNoExecute}}}}}
+	helper := NewHelperPod(f, m, HelperPrepare, "flock-system", "flock-helper:test", "/var/lib/flock")
+	helper.Spec.NodeName = m.Node
+	helper.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{Name: "prepare",
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{FinishedAt: metav1.NewTime(now.Add(-time.Minute))}}}}}
 	for _, tc := range []struct {
-		name  string
-		pod   *corev1.Pod
-		slim  bool
-		phase corev1.PodPhase
+		name string
+		pod  *corev1.Pod
 	}{
 		{name: "member pod", pod: cachedPod(f, m, corev1.PodRunning, corev1.ConditionTrue)},
-		{name: "adoptable orphan", pod: orphanOf(cachedPod(f, m, corev1.PodRunning, corev1.ConditionFalse)), slim: true},
-		{name: "failed orphan", pod: orphanOf(cachedPod(f, m, corev1.PodFailed, corev1.ConditionFalse)), slim: true},
+		{name: "member pod crash-looping", pod: cachedPod(f, m, corev1.PodRunning, corev1.ConditionFalse)},
+		{name: "member pod evicted", pod: func() *corev1.Pod {
+			p := cachedPod(f, m, corev1.PodFailed, corev1.ConditionFalse)
+			p.Status.Reason, p.Status.Message = "Evicted", "The node was low on resource: memory."
+			return p
+		}()},
+		{name: "member pod unschedulable", pod: func() *corev1.Pod {
+			p := cachedPod(f, m, corev1.PodPending, corev1.ConditionFalse)
+			p.Spec.NodeName = ""
+			p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+				Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: 1 node(s) had untolerated taint."})
+			return p
+		}()},
+		{name: "member pod terminating", pod: func() *corev1.Pod {
+			p := cachedPod(f, m, corev1.PodRunning, corev1.ConditionTrue)
+			p.DeletionTimestamp = &metav1.Time{Time: now}
+			return p
+		}()},
+		{name: "prepare helper done", pod: helper},
+		{name: "adoptable orphan", pod: orphanOf(cachedPod(f, m, corev1.PodRunning, corev1.ConditionFalse))},
+		{name: "failed orphan", pod: orphanOf(cachedPod(f, m, corev1.PodFailed, corev1.ConditionFalse))},
 		{name: "orphan pinned by affinity", pod: func() *corev1.Pod {
 			p := orphanOf(cachedPod(f, m, corev1.PodPending, corev1.ConditionFalse))
 			p.Spec.NodeName = ""
 			return p
-		}(), slim: true},
+		}()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			orig := tc.pod.DeepCopy()
@@ -79,50 +104,63 @@ func TestTrimPodKeepsWhatTheControllerReads(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := out.(*corev1.Pod)
-			if got.ManagedFields != nil {
-				t.Errorf("managedFields kept: %v", got.ManagedFields)
-			}
-			if !tc.slim {
-				want := orig.DeepCopy()
-				want.ManagedFields = nil
-				if !equality.Semantic.DeepEqual(got, want) {
-					t.Errorf("a Flock's pod lost more than its managedFields:\ngot  %+v\nwant %+v", got, want)
-				}
-				return
-			}
-			if got.Annotations != nil || got.Spec.Containers != nil || got.Status.PodIP != "" {
-				t.Errorf("an unrelated pod kept annotations %v, containers %v or pod IP %q", got.Annotations, got.Spec.Containers, got.Status.PodIP)
+			if got.ManagedFields != nil || got.Annotations != nil || got.Spec.Containers != nil || got.Status.PodIP != "" {
+				t.Errorf("trimmed pod kept managedFields %v, annotations %v, containers %v or pod IP %q",
+					got.ManagedFields, got.Annotations, got.Spec.Containers, got.Status.PodIP)
 			}
 			for _, v := range got.Spec.Volumes {
 				if v.PersistentVolumeClaim == nil {
-					t.Errorf("an unrelated pod kept volume %q, which mounts no claim", v.Name)
+					t.Errorf("trimmed pod kept volume %q, which mounts no claim", v.Name)
 				}
 			}
-			// Everything the controller decides from a pod it does not
-			// control comes out the same.
+			// Everything the controller decides from a pod comes out
+			// the same.
+			pods := func(p *corev1.Pod) map[int32]*corev1.Pod { return map[int32]*corev1.Pod{m.Ordinal: p} }
+			members := map[int32]v1alpha1.FlockMember{m.Ordinal: m}
 			checks := []struct {
 				what      string
 				got, want any
 			}{
 				{"name/namespace/uid", got.Namespace + "/" + got.Name + "/" + string(got.UID), orig.Namespace + "/" + orig.Name + "/" + string(orig.UID)},
+				{"labels", got.Labels, orig.Labels},
 				{"selector match", selector.Matches(labels.Set(got.Labels)), selector.Matches(labels.Set(orig.Labels))},
 				{"controller", metav1.GetControllerOf(got), metav1.GetControllerOf(orig)},
+				{"revision", podRevision(got), podRevision(orig)},
+				{"labels match", labelsMatch(f, m.Ordinal, got), labelsMatch(f, m.Ordinal, orig)},
 				{"pinned node", PinnedNode(got), PinnedNode(orig)},
+				{"off its node", offMemberNode(got, members, m.Ordinal), offMemberNode(orig, members, m.Ordinal)},
+				{"must force delete", mustForceDelete(got, nodes), mustForceDelete(orig, nodes)},
 				{"data volume", hasMemberDataVolume(f, m, got), hasMemberDataVolume(f, m, orig)},
 				{"identity", identityMismatch(f, m, got), identityMismatch(f, m, orig)},
 				{"terminal", isTerminal(got), isTerminal(orig)},
 				{"terminating", isTerminating(got), isTerminating(orig)},
 				{"running and ready", isRunningAndReady(got), isRunningAndReady(orig)},
+				{"available", isAvailable(got, f.Spec.MinReadySeconds, now), isAvailable(orig, f.Spec.MinReadySeconds, now)},
 				{"failure", podFailure(got), podFailure(orig)},
 				{"failure summary", podFailureSummary(got), podFailureSummary(orig)},
+				{"helper ordinal", fmt.Sprint(helperOrdinal(f.UID, got)), fmt.Sprint(helperOrdinal(f.UID, orig))},
+				{"helper finished", helperFinishedAt(got).String(), helperFinishedAt(orig).String()},
+				{"blockage", blockageText(memberBlockage(m, got, nil, nil)), blockageText(memberBlockage(m, orig, nil, nil))},
+				{"member state", fmt.Sprint(memberState(m, got, nil, 2)), fmt.Sprint(memberState(m, orig, nil, 2))},
+			}
+			if podRevision(orig) != "" {
+				f := f.DeepCopy()
+				halted := func(p *corev1.Pod) string {
+					_, why, recheck := haltedPod(f, pods(p), podRevision(orig), "rev-0", time.Minute, now)
+					return fmt.Sprint(why, recheck)
+				}
+				checks = append(checks, struct {
+					what      string
+					got, want any
+				}{"halted rollout", halted(got), halted(orig)})
 			}
 			for _, c := range checks {
 				if !equality.Semantic.DeepEqual(c.got, c.want) {
 					t.Errorf("%s: trimmed %v, cached in full %v", c.what, c.got, c.want)
 				}
 			}
-			if !hasMemberDataVolume(f, m, got) {
-				t.Errorf("the trimmed orphan is no longer recognised as holding member %d's data", m.Ordinal)
+			if orig.Labels[LabelHelper] == "" && !hasMemberDataVolume(f, m, got) {
+				t.Errorf("the trimmed pod is no longer recognised as holding member %d's data", m.Ordinal)
 			}
 		})
 	}
@@ -185,4 +223,12 @@ func TestTrimNodeAndManagedFields(t *testing.T) {
 	if got := out.(*corev1.Service); !equality.Semantic.DeepEqual(got, wantSvc) {
 		t.Errorf("trimmed Service:\ngot  %+v\nwant %+v", got, wantSvc)
 	}
+}
+
+// blockageText prints b for a comparison ("" for none).
+func blockageText(b *blockage) string {
+	if b == nil {
+		return ""
+	}
+	return fmt.Sprintf("%+v", *b)
 }

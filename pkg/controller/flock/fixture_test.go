@@ -174,22 +174,6 @@ func (c *fakeMemberControl) CreatePod(_ context.Context, pod *corev1.Pod) error 
 	return c.pods.Add(pod)
 }
 
-func (c *fakeMemberControl) UpdatePod(_ context.Context, pod *corev1.Pod) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.fail("UpdatePod"); err != nil {
-		return err
-	}
-	old, err := c.getPod(pod.Namespace, pod.Name)
-	if err != nil {
-		return err
-	}
-	if old.UID != pod.UID {
-		return apierrors.NewConflict(podResource, pod.Name, fmt.Errorf("uid changed"))
-	}
-	return c.pods.Update(pod.DeepCopy())
-}
-
 func (c *fakeMemberControl) DeletePod(_ context.Context, pod *corev1.Pod) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -35,10 +35,10 @@ type MemberControl interface {
 	// UID flockUID in namespace, from the cache's index (not a scan of
 	// the namespace's pods).
 	ListHelperPods(namespace string, flockUID types.UID) ([]*corev1.Pod, error)
-	// CreatePod creates pod.
+	// CreatePod creates pod. There is no UpdatePod: pods are cached
+	// trimmed (TrimPod), and one written back from the cache would lose
+	// its containers; pods change by PatchPod.
 	CreatePod(ctx context.Context, pod *corev1.Pod) error
-	// UpdatePod updates pod (a copy the caller owns).
-	UpdatePod(ctx context.Context, pod *corev1.Pod) error
 	// DeletePod deletes pod, on the precondition that its UID is still
 	// pod.UID, so that a pod recreated under the same name is never deleted
 	// by mistake.
@@ -119,11 +119,6 @@ func itemPointers[T any](items []T) []*T {
 
 func (c *realMemberControl) CreatePod(ctx context.Context, pod *corev1.Pod) error {
 	_, err := c.client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{FieldManager: FieldManager})
-	return err
-}
-
-func (c *realMemberControl) UpdatePod(ctx context.Context, pod *corev1.Pod) error {
-	_, err := c.client.CoreV1().Pods(pod.Namespace).Update(ctx, pod, metav1.UpdateOptions{FieldManager: FieldManager})
 	return err
 }
 

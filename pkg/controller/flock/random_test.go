@@ -30,7 +30,7 @@ import (
 func TestRandomOperations(t *testing.T) {
 	nodeNames := []string{"n-a", "n-b", "n-c", "n-d", "n-e"}
 	flockNames := []string{"pg", "kv"}
-	ops := []string{"CreatePod", "DeletePod", "ForceDeletePod", "UpdatePod", "PatchPod", "CreateService", "UpdateService", "PatchService"}
+	ops := []string{"CreatePod", "DeletePod", "ForceDeletePod", "PatchPod", "CreateService", "UpdateService", "PatchService"}
 	images := []string{"postgres:16", "postgres:17", "postgres:18"}
 	const steps = 300
 
