@@ -130,11 +130,14 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 		// Read again: when the cache is behind, the volume's event brings
 		// the next sync; the helper that prepares the directory starts at
 		// once all the same (the volume that records the directory exists).
+		// The member is reported as prepare reports it, so that the
+		// volume and claim reaching the cache change nothing in the
+		// Flock's status: no status write per step (issue 17).
 		if pv, err = d.data.GetVolume(pvName); err != nil {
 			_, st, err := d.runHelper(ctx, f, m, HelperPrepare, now)
-			st.volume = pvName
+			st.volume, st.claim = pvName, claimName
 			if st.blocked == nil {
-				st.blocked = &blockage{ReasonDataPreparing, fmt.Sprintf("member %d: PersistentVolume %s created", ord, pvName)}
+				st.blocked = preparingBlockage(d.dataRoot, f, m)
 			}
 			return st, err
 		}
@@ -387,7 +390,7 @@ func (d *dataSyncer) prepare(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.
 	if !done {
 		st.volume, st.claim = pv.Name, claimName
 		if st.blocked == nil {
-			st.blocked = &blockage{ReasonDataPreparing, fmt.Sprintf("member %d waits for its data directory %s on node %s to be prepared", ord, dir, m.Node)}
+			st.blocked = preparingBlockage(d.dataRoot, f, m)
 		}
 		return st, err
 	}
@@ -399,6 +402,13 @@ func (d *dataSyncer) prepare(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.
 	d.event(f, corev1.EventTypeNormal, "DataPrepared", "prepared data directory %s of member %d on node %s (owner %d:%d, mode %o)",
 		dir, ord, m.Node, uid, gid, storageMode(f))
 	return dataState{ready: true, volume: pv.Name, claim: claimName}, d.deleteHelpers(ctx, f, ord, HelperPrepare, false)
+}
+
+// preparingBlockage is why member m waits while its data directory is
+// prepared.
+func preparingBlockage(dataRoot string, f *v1alpha1.Flock, m v1alpha1.FlockMember) *blockage {
+	return &blockage{ReasonDataPreparing, fmt.Sprintf("member %d waits for its data directory %s on node %s to be prepared",
+		m.Ordinal, MemberDataDir(dataRoot, f), m.Node)}
 }
 
 // isPrepared reports whether pv's directory is prepared: its annotation

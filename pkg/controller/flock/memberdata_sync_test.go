@@ -3,6 +3,7 @@ package flock
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -47,6 +48,9 @@ type fakeDataControl struct {
 	// claimStatusConflicts is how many of the next claim status writes
 	// fail with a conflict, as when another writer came first.
 	claimStatusConflicts int
+	// volumesBehind makes CreateVolume leave the new volume out of the
+	// cache (uncachedVolumes) until reveal.
+	volumesBehind bool
 	// mu makes the fake safe for a sync's members written at once.
 	mu sync.Mutex
 	// beforeCreateClaim, when set, runs at the start of CreateClaim,
@@ -141,9 +145,24 @@ func (c *fakeDataControl) CreateVolume(_ context.Context, pv *corev1.PersistentV
 			pv.Status.Phase = corev1.VolumeBound
 		}
 	}
-	c.volumes[pv.Name] = pv
+	if c.volumesBehind {
+		c.uncachedVolumes[pv.Name] = pv
+	} else {
+		c.volumes[pv.Name] = pv
+	}
 	c.ops = append(c.ops, "create pv "+pv.Name)
 	return nil
+}
+
+// reveal moves every uncached volume and claim into the cache, as the
+// cache catching up does.
+func (c *fakeDataControl) reveal() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	maps.Copy(c.volumes, c.uncachedVolumes)
+	maps.Copy(c.claims, c.uncachedClaims)
+	clear(c.uncachedVolumes)
+	clear(c.uncachedClaims)
 }
 
 func (c *fakeDataControl) AnnotateVolume(_ context.Context, pv *corev1.PersistentVolume, key, value string) error {
@@ -393,6 +412,35 @@ func TestEnsureNodeLocalData(t *testing.T) {
 	if !hasDataEvent(d.events, "VolumeCreated", "created PersistentVolume "+pvName+" for member 1 on node ") ||
 		!hasDataEvent(d.events, "VolumeCreated", "bound to its claim data-pg-1") || hasDataEvent(d.events, "ClaimCreated", "") {
 		t.Errorf("events %v, want one VolumeCreated naming the claim and no ClaimCreated", d.events)
+	}
+}
+
+// A member's volume that is not in the cache yet after the sync that made
+// it is reported as it is once the cache has it: the same reason, message,
+// volume and claim, so that the cache catching up brings no status write.
+func TestEnsureReportsAVolumeNotCachedYetAsPreparing(t *testing.T) {
+	d := newDataFixture(t)
+	d.data.volumesBehind = true
+	fl := uidFlock("pg", 3)
+	m := v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}
+	first := d.ensure(fl, m)
+	if len(d.data.uncachedVolumes) != 1 || len(d.data.volumes) != 0 {
+		t.Fatalf("the volume should be made and not cached: cached %v, uncached %v", d.data.volumes, d.data.uncachedVolumes)
+	}
+	helpers, _ := d.pods.ListPods("flock-system", labels.Everything())
+	if len(helpers) != 1 {
+		t.Fatalf("the helper should start in the sync that made the volume: %d helpers", len(helpers))
+	}
+	d.data.reveal()
+	second := d.ensure(fl, m)
+	if first.ready || second.ready || first.blocked == nil || second.blocked == nil {
+		t.Fatalf("both syncs should wait for the helper: %+v, %+v", first, second)
+	}
+	if *first.blocked != *second.blocked || first.volume != second.volume || first.claim != second.claim {
+		t.Errorf("before the cache has the volume: %+v %+v; after: %+v %+v", first, *first.blocked, second, *second.blocked)
+	}
+	if first.volume != PersistentVolumeName(fl.UID, 1) || first.claim != "data-pg-1" {
+		t.Errorf("volume %q, claim %q", first.volume, first.claim)
 	}
 }
 
