@@ -95,7 +95,9 @@ func (fc *defaultFlockControl) prepareAhead(ctx context.Context, s *snapshot, fr
 		if !ok || s.pods[ord] != nil || s.nameTaken[ord] {
 			continue
 		}
-		if _, err := fc.data.ensure(ctx, s.flock, m, s.nodes[m.Node], s.now); err != nil {
+		// No pod is created here: a finished helper goes at once.
+		st, err := fc.data.ensure(ctx, s.flock, m, s.nodes[m.Node], s.now)
+		if err := st.runAfter(ctx, err); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -305,14 +307,14 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord 
 		switch {
 		case apierrors.IsAlreadyExists(err):
 			// The cache is behind; the pod's event brings us back.
-			return memberOutcome{wait: true, changed: true}
+			return memberOutcome{wait: true, changed: true, err: data.runAfter(ctx, nil)}
 		case err != nil:
 			fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create Pod %s for member %d on node %s failed: %v", name, ord, m.Node, err)
-			return memberOutcome{wait: true, changed: true, err: fmt.Errorf("creating pod %s/%s: %w", f.Namespace, name, err)}
+			return memberOutcome{wait: true, changed: true, err: data.runAfter(ctx, fmt.Errorf("creating pod %s/%s: %w", f.Namespace, name, err))}
 		}
 		klog.FromContext(ctx).V(2).Info("Created member pod", "pod", klog.KRef(f.Namespace, name), "node", m.Node, "revision", a.revision)
 		fc.event(f, corev1.EventTypeNormal, "SuccessfulCreate", "created Pod %s for member %d on node %s (revision %s)", name, ord, m.Node, a.revision)
-		return memberOutcome{wait: a.wait, changed: true}
+		return memberOutcome{wait: a.wait, changed: true, err: data.runAfter(ctx, nil)}
 	case memberDelete:
 		if a.warning != "" {
 			fc.event(f, corev1.EventTypeWarning, "RecreatingPod", "%s", a.warning)

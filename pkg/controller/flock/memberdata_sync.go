@@ -11,6 +11,7 @@ package flock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -66,6 +67,19 @@ type dataState struct {
 	blocked *blockage
 	// requeue, when positive, asks for another sync.
 	requeue time.Duration
+	// after, when set on a ready state, is work that waits for nothing of
+	// the member: the deletion of its finished prepare helper. The caller
+	// runs it once the member's pod is created, so that the deletion's
+	// round trip is not on the way to the pod (issue 17).
+	after func(context.Context) error
+}
+
+// runAfter runs st.after, if any, and returns err joined with its error.
+func (st dataState) runAfter(ctx context.Context, err error) error {
+	if st.after == nil {
+		return err
+	}
+	return errors.Join(err, st.after(ctx))
 }
 
 // waiting is a dataState for a member whose data is being made.
@@ -82,7 +96,20 @@ func conflicting(ord int32, why string) dataState {
 // PersistentVolume on m's node, the pre-bound claim and the prepared
 // directory; with a claim template, the claim. node is m's node (nil when
 // it is gone).
-func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, node *corev1.Node, now time.Time) (dataState, error) {
+func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, node *corev1.Node, now time.Time) (st dataState, err error) {
+	// The prepare helper's deletion (prepare's after) waits for the pod
+	// only when the member is ready for it; otherwise it runs now.
+	var after func(context.Context) error
+	defer func() {
+		if after == nil {
+			return
+		}
+		if st.ready {
+			st.after = after
+			return
+		}
+		err = errors.Join(err, after(ctx))
+	}()
 	if usesClaimTemplate(f) {
 		st, _, err := d.ensureClaim(ctx, f, m.Ordinal, "", true)
 		return st, err
@@ -182,6 +209,7 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 		if preparing, err = d.prepare(ctx, f, m, pv, now); err != nil || preparing.ready {
 			prepared = preparing.ready
 		}
+		after, preparing.after = preparing.after, nil
 		if err != nil {
 			return preparing, err
 		}
@@ -401,7 +429,12 @@ func (d *dataSyncer) prepare(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.
 	uid, gid := dataOwner(f)
 	d.event(f, corev1.EventTypeNormal, "DataPrepared", "prepared data directory %s of member %d on node %s (owner %d:%d, mode %o)",
 		dir, ord, m.Node, uid, gid, storageMode(f))
-	return dataState{ready: true, volume: pv.Name, claim: claimName}, d.deleteHelpers(ctx, f, ord, HelperPrepare, false)
+	// The volume is marked first: a volume without the mark counts as
+	// never used (neverUsed), so no member pod may mount it before. The
+	// finished helper can go after the pod is created.
+	return dataState{ready: true, volume: pv.Name, claim: claimName, after: func(ctx context.Context) error {
+		return d.deleteHelpers(ctx, f, ord, HelperPrepare, false)
+	}}, nil
 }
 
 // preparingBlockage is why member m waits while its data directory is

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -389,6 +390,14 @@ func TestEnsureNodeLocalData(t *testing.T) {
 	if d.data.volumes[pvName].Annotations[AnnotationPrepared] != "true" {
 		t.Error("volume not marked prepared")
 	}
+	// The finished helper goes after the member's pod is created: its
+	// deletion is the ready state's after.
+	if helpers, _ := d.pods.ListPods("flock-system", labels.Everything()); len(helpers) != 1 || st.after == nil {
+		t.Fatalf("before the pod: %d helpers, after set %v; want the finished helper and its deletion to come", len(helpers), st.after != nil)
+	}
+	if err := st.runAfter(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
 	if helpers, _ := d.pods.ListPods("flock-system", labels.Everything()); len(helpers) != 0 {
 		t.Errorf("helper left: %d", len(helpers))
 	}
@@ -478,6 +487,11 @@ func TestEnsureWaitsForTheVolumeController(t *testing.T) {
 	}
 	if c := d.data.claims[claimKey]; metav1.HasAnnotation(c.ObjectMeta, annBindCompleted) || c.Status.Phase == corev1.ClaimBound {
 		t.Fatalf("the binding was completed before the volume controller took the volume up: %+v", c)
+	}
+	// No pod follows a member that is not ready: its finished helper
+	// went in this sync, not after a pod.
+	if helpers, _ := d.pods.ListPods("flock-system", labels.Everything()); len(helpers) != 0 || st.after != nil {
+		t.Fatalf("sync 2 left %d helpers (after set: %v)", len(helpers), st.after != nil)
 	}
 	d.data.volumes[pvName].Status.Phase = corev1.VolumeBound
 	if st = d.ensure(fl, m); !st.ready || st.volume != pvName || st.claim != "data-pg-0" {
@@ -780,5 +794,30 @@ func TestMarkedVolumeIsNotPreparedAgainWhileTheCacheIsBehind(t *testing.T) {
 	f.settle("pg")
 	if helperCreates() != 2 {
 		t.Errorf("an unmarked volume the controller had seen marked: %d helper creates, want 2 (prepared again)", helperCreates())
+	}
+}
+
+// The sync that finds a member's prepare helper finished marks the volume,
+// creates the member's pod and only then deletes the helper: the helper's
+// deletion is not on the way to the pod, and no helper is left.
+func TestFinishedHelperGoesAfterThePod(t *testing.T) {
+	f := newFixture(t, "n-a")
+	f.createFlock(newFlock("pg", 1))
+	f.settle("pg")
+	uid := f.getFlock("pg").UID
+	helper := HelperPodName(HelperPrepare, uid, 0)
+	at := func(prefix string) int {
+		return slices.IndexFunc(f.members.ops, func(op string) bool { return strings.HasPrefix(op, prefix) })
+	}
+	deleted := slices.IndexFunc(f.members.ops, func(op string) bool { return strings.HasSuffix(op, "delete "+helper) })
+	created, pod := at("create "+helper+" "), at("create pg-0 ")
+	if created < 0 || pod < 0 || deleted < 0 || !(created < pod && pod < deleted) {
+		t.Fatalf("pod writes %v: want the helper created, then the member's pod, then the helper deleted", f.members.ops)
+	}
+	if helpers, _ := f.members.ListPods("flock-system", labels.Everything()); len(helpers) != 0 {
+		t.Errorf("%d helpers left", len(helpers))
+	}
+	if f.data.volumes[PersistentVolumeName(uid, 0)].Annotations[AnnotationPrepared] != "true" {
+		t.Error("the volume is not marked prepared")
 	}
 }
