@@ -126,13 +126,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		errs = append(errs, err)
 	}
 
-	// 4. The headless Service.
-	svcCond, err := fc.syncService(ctx, f, rm)
-	if err != nil {
-		errs = append(errs, err)
-	}
-
-	// 5. Member pods and the rolling update.
+	// 4. Member pods and the rolling update.
 	blocked := blockedMembers(s, losses)
 	if !deleting {
 		changed := map[int32]bool{}
@@ -148,6 +142,16 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		if err := fc.rollingUpdate(ctx, s, plan, changed); err != nil {
 			errs = append(errs, err)
 		}
+	}
+
+	// 5. The headless Service, after the members' writes, so that its
+	// round trip is not on the way to a new Flock's volumes and helpers
+	// (issue 17). A new Flock's node-local members get no pod in its first
+	// sync (their helpers run first); a member with a claim template may,
+	// a moment before the Service, which is well before it runs.
+	svcCond, err := fc.syncService(ctx, f, rm)
+	if err != nil {
+		errs = append(errs, err)
 	}
 
 	// 6. Data cleanup (retention Delete).
