@@ -90,44 +90,6 @@ func (w *writtenFlocks) latest(cached *v1alpha1.Flock) *v1alpha1.Flock {
 	return cached
 }
 
-// observed forgets the write of f, a Flock its informer delivered, once
-// the cache shows that write or a later version.
-func (w *writtenFlocks) observed(f *v1alpha1.Flock) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if e := w.m[f.UID]; e != nil && !slices.Contains(e.replaced, f.ResourceVersion) {
-		delete(w.m, f.UID)
-	}
-}
-
-// forget forgets the write of a deleted Flock.
-func (w *writtenFlocks) forget(uid types.UID) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	delete(w.m, uid)
-}
-
-// flockObserver is a FlockControl that hears the Flocks its informer
-// delivers, updated or deleted.
-type flockObserver interface {
-	flockUpdated(cur any)
-	flockDeleted(obj any)
-}
-
-var _ flockObserver = &defaultFlockControl{}
-
-func (fc *defaultFlockControl) flockUpdated(cur any) {
-	if f, ok := cur.(*v1alpha1.Flock); ok {
-		fc.written.observed(f)
-	}
-}
-
-func (fc *defaultFlockControl) flockDeleted(obj any) {
-	if f, ok := unwrapDeleted[*v1alpha1.Flock](obj); ok {
-		fc.written.forget(f.UID)
-	}
-}
-
 // len returns how many written Flocks are remembered.
 func (w *writtenFlocks) len() int {
 	w.mu.Lock()

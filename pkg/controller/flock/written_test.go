@@ -9,7 +9,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
@@ -85,30 +84,5 @@ func TestWrittenFlocksReplacedBounded(t *testing.T) {
 	e := w.m["uid-a"]
 	if len(e.replaced) != maxReplacedVersions || e.replaced[0] != flockAt("a", string(rune('A'+3*maxReplacedVersions-1)), 0).ResourceVersion {
 		t.Errorf("replaced %v: want the %d newest, newest first", e.replaced, maxReplacedVersions)
-	}
-}
-
-// The informer delivering the write, or the Flock's deletion, ends the
-// memory of it at once; an event at a version the write made old does not.
-func TestWrittenFlocksForgottenWhenTheCacheShowsThem(t *testing.T) {
-	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
-	fc := &defaultFlockControl{written: &writtenFlocks{}}
-	v1, v2, v3 := flockAt("a", "1", 0), flockAt("a", "2", 1), flockAt("a", "3", 2)
-	fc.written.record(v1, v2, now)
-	fc.written.record(v2, v3, now)
-
-	fc.flockUpdated(v2) // a late event of the first write
-	if fc.written.len() != 1 {
-		t.Fatalf("an event at a version older than the last write ended its memory")
-	}
-	fc.flockUpdated(v3)
-	if fc.written.len() != 0 {
-		t.Fatalf("the cache showing the write did not end its memory")
-	}
-
-	fc.written.record(v1, v2, now)
-	fc.flockDeleted(cache.DeletedFinalStateUnknown{Key: "ns/pg", Obj: v1})
-	if fc.written.len() != 0 {
-		t.Fatalf("the Flock's deletion did not end the memory of its write")
 	}
 }
