@@ -43,9 +43,6 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		fc.event(f, corev1.EventTypeWarning, "InvalidSelector", "spec.selector is invalid or empty; the Flock cannot select its pods")
 		return Result{}, nil
 	}
-	// The cache may not show this controller's last write of f yet
-	// (a status write brings the next sync at once).
-	f = fc.written.latest(f)
 	deleting := f.DeletionTimestamp != nil
 	replicas := replicasOf(f)
 	s, err := fc.takeSnapshot(f, selector, pods, now)
@@ -249,11 +246,10 @@ func (fc *defaultFlockControl) canAdopt(f *v1alpha1.Flock) func(ctx context.Cont
 // must be completed.
 func NewDefaultFlockControl(members, helpers MemberControl, data DataControl, revisions RevisionControl, status StatusUpdater, flockClient versioned.Interface,
 	flockLister flocklisters.FlockLister, nodeLister corelisters.NodeLister, recorder record.EventRecorder, opts Options) FlockControl {
-	written := &writtenFlocks{}
 	fc := &defaultFlockControl{
-		members: members, revisions: revisions, status: recordingStatusUpdater{StatusUpdater: status, written: written}, flockClient: flockClient,
+		members: members, revisions: revisions, status: status, flockClient: flockClient,
 		flockLister: flockLister, nodeLister: nodeLister, recorder: recorder, opts: opts,
-		lost: newNodeLossTracker(), written: written,
+		lost: newNodeLossTracker(),
 	}
 	fc.data = &dataSyncer{
 		data: data, pods: helpers, event: fc.event,

@@ -61,10 +61,6 @@ type defaultFlockControl struct {
 	lost *nodeLossTracker
 	// data makes and removes members' volumes, claims and directories.
 	data *dataSyncer
-	// written are the Flocks as this controller last wrote them, until
-	// its cache shows them (status writes go through a
-	// recordingStatusUpdater).
-	written *writtenFlocks
 }
 
 var _ FlockControl = &defaultFlockControl{}
