@@ -17,6 +17,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/pkg/generated/clientset/versioned"
@@ -43,6 +44,9 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		fc.event(f, corev1.EventTypeWarning, "InvalidSelector", "spec.selector is invalid or empty; the Flock cannot select its pods")
 		return Result{}, nil
 	}
+	// The cache may not show this controller's last write of f yet
+	// (a status write brings the next sync at once).
+	f = fc.written.latest(f)
 	deleting := f.DeletionTimestamp != nil
 	replicas := replicasOf(f)
 	s, err := fc.takeSnapshot(f, selector, pods, now)
@@ -176,15 +180,24 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		UpdateRevision: plan.Update, ClusterDomain: fc.opts.ClusterDomain, ServiceCondition: svcCond,
 		HaltAfter: fc.opts.RolloutHaltAfter, Now: now,
 	})
-	_, err = fc.status.UpdateStatus(ctx, f, func(st *v1alpha1.FlockStatus) { mergeStatus(st, status, remove) })
-	statusWritten := err == nil
-	switch {
-	case apierrors.IsNotFound(err):
-		// Deleted meanwhile; the delete event ends its syncs.
-	case err != nil:
-		errs = append(errs, fmt.Errorf("updating status: %w", err))
-	default:
-		fc.reportTransitions(f, status)
+	merge := func(st *v1alpha1.FlockStatus) { mergeStatus(st, status, remove) }
+	statusWritten := false
+	if wait := fc.paced.wait(f, len(status.Members), now); wait > 0 && changesStatusOf(&f.Status, merge) {
+		// A big Flock's status waits for its spacing (status_spacing.go);
+		// the sync then asked for computes it again.
+		result.requeue(wait)
+		logger.V(4).Info("Spacing the status write of the Flock", "members", len(status.Members), "after", wait)
+	} else {
+		_, err := fc.status.UpdateStatus(ctx, f, merge)
+		statusWritten = err == nil
+		switch {
+		case apierrors.IsNotFound(err):
+			// Deleted meanwhile; the delete event ends its syncs.
+		case err != nil:
+			errs = append(errs, fmt.Errorf("updating status: %w", err))
+		default:
+			fc.reportTransitions(f, status)
+		}
 	}
 
 	// 8. What waits for the status.
@@ -246,10 +259,11 @@ func (fc *defaultFlockControl) canAdopt(f *v1alpha1.Flock) func(ctx context.Cont
 // must be completed.
 func NewDefaultFlockControl(members, helpers MemberControl, data DataControl, revisions RevisionControl, status StatusUpdater, flockClient versioned.Interface,
 	flockLister flocklisters.FlockLister, nodeLister corelisters.NodeLister, recorder record.EventRecorder, opts Options) FlockControl {
+	written, paced := &writtenFlocks{}, newStatusPacer(statusSpacing, clock.RealClock{})
 	fc := &defaultFlockControl{
-		members: members, revisions: revisions, status: status, flockClient: flockClient,
+		members: members, revisions: revisions, status: recordingStatusUpdater{StatusUpdater: status, written: written, paced: paced}, flockClient: flockClient,
 		flockLister: flockLister, nodeLister: nodeLister, recorder: recorder, opts: opts,
-		lost: newNodeLossTracker(),
+		lost: newNodeLossTracker(), written: written, paced: paced,
 	}
 	fc.data = &dataSyncer{
 		data: data, pods: helpers, event: fc.event,

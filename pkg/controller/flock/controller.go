@@ -109,14 +109,21 @@ func newController(ctx context.Context, control FlockControl, flockInformer floc
 		clock:         clk,
 	}
 
+	// A control that remembers its own writes of Flocks hears what the
+	// cache delivers, so that it forgets each write as soon as the cache
+	// shows it (written.go).
+	updated, deleted := func(any) {}, func(any) {}
+	if o, ok := control.(flockObserver); ok {
+		updated, deleted = o.flockUpdated, o.flockDeleted
+	}
 	handlers := []struct {
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
 	}{
 		{flockInformer.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.enqueueFlock(logger, obj, isNewFlock(obj)) },
-			UpdateFunc: func(old, cur any) { c.enqueueFlock(logger, cur, flockChanged(old, cur)) },
-			DeleteFunc: func(obj any) { c.enqueueFlock(logger, obj, true) },
+			UpdateFunc: func(old, cur any) { updated(cur); c.enqueueFlock(logger, cur, flockChanged(old, cur)) },
+			DeleteFunc: func(obj any) { deleted(obj); c.enqueueFlock(logger, obj, true) },
 		}},
 		{podInformer.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.addPod(logger, obj) },

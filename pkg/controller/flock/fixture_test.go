@@ -458,6 +458,10 @@ type fixtureConfig struct {
 	// most tests inject failures into "the next" write and read the
 	// order of writes, which members written at once would make random.
 	memberParallelism int
+	// statusSpacing keeps the production spacing of big Flocks' status
+	// writes (status_spacing.go). Off by default: the fake clock stands
+	// still between a test's syncs, so every second write would wait.
+	statusSpacing bool
 }
 
 // newFixtureWithConfig is newFixture shaped by cfg.
@@ -504,6 +508,11 @@ func newFixtureWithConfig(t *testing.T, cfg fixtureConfig, nodeNames ...string) 
 	f.data = newFakeDataControl()
 	control := NewDefaultFlockControl(f.members, f.members, f.data, f.history, status, flockClient,
 		flockInformer.Lister(), nodeInformer.Lister(), f.recorder, opts)
+	paced := control.(*defaultFlockControl).paced
+	paced.clock = clk
+	if !cfg.statusSpacing {
+		paced.spacing = nil
+	}
 	f.controller, err = newController(ctx, control, flockInformer, podInformer, nodeInformer, serviceInformer, revisionInformer,
 		kubeFactory.Core().V1().PersistentVolumes(), kubeFactory.Core().V1().PersistentVolumeClaims(), opts, clk)
 	if err != nil {

@@ -61,6 +61,12 @@ type defaultFlockControl struct {
 	lost *nodeLossTracker
 	// data makes and removes members' volumes, claims and directories.
 	data *dataSyncer
+	// written are the Flocks as this controller last wrote them, until
+	// its cache shows them (status writes go through a
+	// recordingStatusUpdater).
+	written *writtenFlocks
+	// paced spaces the status writes of big Flocks.
+	paced *statusPacer
 }
 
 var _ FlockControl = &defaultFlockControl{}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,5 +64,6 @@ func (fc *defaultFlockControl) setFinalizer(ctx context.Context, f *v1alpha1.Flo
 		return nil, fmt.Errorf("%s finalizer %s: %w", verb, v1alpha1.FinalizerDataCleanup, err)
 	}
 	klog.FromContext(ctx).V(2).Info("Updated the data-cleanup finalizer", "present", want)
+	fc.written.record(f, written, time.Now())
 	return written, nil
 }

@@ -1,0 +1,114 @@
+package flock
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+)
+
+func TestStatusSpacingGrowsWithMembersUpToASecond(t *testing.T) {
+	for members, want := range map[int]time.Duration{
+		0: 0, 3: 6 * time.Millisecond, 100: 200 * time.Millisecond, 500: time.Second, 5000: time.Second,
+	} {
+		if got := statusSpacing(members); got != want {
+			t.Errorf("statusSpacing(%d) = %v, want %v", members, got, want)
+		}
+	}
+}
+
+// A big Flock's status write that follows the controller's last write
+// closer than its spacing waits for the rest of it, and the sync asks to be
+// run again then; a new generation or a deletion is written at once.
+func TestStatusOfABigFlockIsWrittenSpaced(t *testing.T) {
+	const replicas = 250 // spacing 500 ms
+	var nodes []string
+	for i := range replicas {
+		nodes = append(nodes, fmt.Sprintf("n%03d", i))
+	}
+	f := newFixtureWithConfig(t, fixtureConfig{verbosity: 4, memberParallelism: 8, statusSpacing: true}, nodes...)
+	spacing := statusSpacing(replicas)
+
+	fl := newFlock("pg", replicas)
+	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	f.createFlock(fl)
+	if res := f.syncResult("pg"); res.RequeueAfter != 0 {
+		t.Fatalf("the first sync (a new generation) asked to wait %v", res.RequeueAfter)
+	}
+	if st := f.getFlock("pg").Status; st.ObservedGeneration != 1 || len(st.Members) != replicas {
+		t.Fatalf("first sync: observedGeneration %d, %d members; want 1, %d", st.ObservedGeneration, len(st.Members), replicas)
+	}
+	if f.controller.control.(*defaultFlockControl).paced.len() != 1 {
+		t.Fatalf("the first status write was not noted")
+	}
+
+	f.runPods()
+	f.clock.Step(spacing / 5)
+	before := f.getFlock("pg")
+	res := f.syncResult("pg")
+	if got := f.getFlock("pg"); got.ResourceVersion != before.ResourceVersion {
+		t.Fatalf("the status was written %v after the last write; want it spaced by %v", spacing/5, spacing)
+	}
+	if want := spacing - spacing/5; res.RequeueAfter != want {
+		t.Fatalf("RequeueAfter %v, want the rest of the spacing, %v", res.RequeueAfter, want)
+	}
+
+	f.clock.Step(res.RequeueAfter)
+	f.syncResult("pg")
+	if st := f.getFlock("pg").Status; st.ReadyReplicas != replicas {
+		t.Fatalf("after the spacing: readyReplicas %d, want %d", st.ReadyReplicas, replicas)
+	}
+
+	// A new generation is not spaced.
+	f.updateFlock("pg", func(fl *v1alpha1.Flock) { fl.Spec.MinReadySeconds = 1 })
+	f.syncResult("pg")
+	if st := f.getFlock("pg").Status; st.ObservedGeneration != 2 {
+		t.Fatalf("a new generation waited: observedGeneration %d, want 2", st.ObservedGeneration)
+	}
+
+}
+
+// The pacer never holds back a deleted Flock's status, nor one that does not
+// show its generation yet, and forgets writes older than any spacing.
+func TestStatusPacer(t *testing.T) {
+	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	clk := testingclock.NewFakePassiveClock(now)
+	p := newStatusPacer(statusSpacing, clk)
+	f := &v1alpha1.Flock{ObjectMeta: metav1.ObjectMeta{UID: "a", Generation: 2}, Status: v1alpha1.FlockStatus{ObservedGeneration: 2}}
+	if w := p.wait(f, 500, now); w != 0 {
+		t.Fatalf("a Flock never written waits %v", w)
+	}
+	p.wrote("a")
+	if w := p.wait(f, 500, now.Add(300*time.Millisecond)); w != 700*time.Millisecond {
+		t.Fatalf("300 ms after a write of a 500-member Flock: wait %v, want 700ms", w)
+	}
+	if w := p.wait(f, 3, now.Add(300*time.Millisecond)); w != 0 {
+		t.Fatalf("300 ms after a write of a 3-member Flock: wait %v, want 0", w)
+	}
+	newGen := f.DeepCopy()
+	newGen.Generation = 3
+	deleted := f.DeepCopy()
+	deleted.DeletionTimestamp = &metav1.Time{Time: now}
+	for name, g := range map[string]*v1alpha1.Flock{"a new generation": newGen, "a deleted Flock": deleted} {
+		if w := p.wait(g, 500, now); w != 0 {
+			t.Errorf("%s waits %v", name, w)
+		}
+	}
+	clk.SetTime(now.Add(maxStatusSpacing))
+	p.wrote("b")
+	if p.len() != 1 {
+		t.Fatalf("%d writes remembered a spacing after the first; want only the last", p.len())
+	}
+	if w := p.wait(f, 500, now.Add(maxStatusSpacing)); w != 0 {
+		t.Fatalf("a forgotten write still waits %v", w)
+	}
+	none := newStatusPacer(nil, clk)
+	none.wrote("a")
+	if w := none.wait(f, 500, now); w != 0 {
+		t.Fatalf("without spacing: wait %v", w)
+	}
+}
