@@ -106,7 +106,10 @@ type results struct {
 	// Timeline is the real-node case's: when the last member passed each step.
 	Timeline   []row              `json:"timeline,omitempty"`
 	PeakRSSMiB map[string]float64 `json:"peakRSSMiB"`
-	Memory     []memoryStage      `json:"memory,omitempty"`
+	// PeakRSSAnonMiB is the highest anonymous resident set sampled
+	// (anon_peak.go).
+	PeakRSSAnonMiB map[string]float64 `json:"peakRSSAnonMiB,omitempty"`
+	Memory         []memoryStage      `json:"memory,omitempty"`
 }
 
 func main() {
@@ -170,6 +173,8 @@ func run() error {
 		printMemory(res.Memory)
 		return writeResults(res)
 	}
+	anon := sampleAnonPeaks(c)
+	defer anon.Stop()
 	targets, err := newTargets(ctx, c)
 	if err != nil {
 		return err
@@ -190,6 +195,7 @@ func run() error {
 		}
 	}
 	res.PeakRSSMiB = peakRSS(c)
+	res.PeakRSSAnonMiB = anon.Stop()
 
 	printTable(res)
 	if err := writeResults(res); err != nil {
@@ -694,14 +700,17 @@ func printTable(res *results) {
 		fmt.Println(").")
 	}
 	printTimeline(res.Timeline)
-	fmt.Printf("\nPeak RSS (MiB):")
-	names := make([]string, 0, len(res.PeakRSSMiB))
-	for n := range res.PeakRSSMiB {
-		names = append(names, n)
+	printPeaks("Peak RSS (MiB)", res.PeakRSSMiB)
+	if len(res.PeakRSSAnonMiB) > 0 {
+		printPeaks(fmt.Sprintf("Peak anonymous RSS (MiB; RssAnon sampled every %v)", anonSampleEvery), res.PeakRSSAnonMiB)
 	}
-	slices.Sort(names)
-	for _, n := range names {
-		fmt.Printf(" %s %.0f;", n, res.PeakRSSMiB[n])
+}
+
+// printPeaks prints one line of each process's peak, by process name.
+func printPeaks(title string, peaks map[string]float64) {
+	fmt.Printf("\n%s:", title)
+	for _, n := range slices.Sorted(maps.Keys(peaks)) {
+		fmt.Printf(" %s %.0f;", n, peaks[n])
 	}
 	fmt.Println()
 }
