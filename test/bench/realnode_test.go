@@ -31,9 +31,19 @@ func TestTimelineSteps(t *testing.T) {
 	// A helper that is deleted before the watch shows it Succeeded is done.
 	tl.helperPod(watch.Event{Type: watch.Added, Object: pod("h-0", "real-1", false, false)})
 	tl.helperPod(watch.Event{Type: watch.Deleted, Object: pod("h-0", "real-1", false, false)})
-	succeeded := pod("h-1", "real-2", false, false)
-	succeeded.Status.Phase = corev1.PodSucceeded
-	tl.helperPod(watch.Event{Type: watch.Modified, Object: succeeded})
+	// One whose container exited 0 is done before its phase is Succeeded;
+	// one that exited 1 is not.
+	exited := func(code int32) *corev1.Pod {
+		p := pod("h-1", "real-2", false, false)
+		p.Status.Phase = corev1.PodRunning
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}}}
+		return p
+	}
+	tl.helperPod(watch.Event{Type: watch.Modified, Object: exited(1)})
+	if _, ok := tl.seen[stepHelperDone]["h-1"]; ok {
+		t.Error("a helper whose container exited 1 counted as done")
+	}
+	tl.helperPod(watch.Event{Type: watch.Modified, Object: exited(0)})
 	pending := &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Name: "data-m-0"}}
 	tl.claim(watch.Event{Type: watch.Added, Object: pending})
 

@@ -53,7 +53,8 @@ func TrimNode(obj any) (any, error) {
 // the controller reads of it and nothing more: its metadata (labels and
 // ownerReferences, for selection, adoption and revisions; not annotations),
 // the node it is on or pinned to (spec.nodeName, required node affinity),
-// its hostname and subdomain (a member's identity), its claim volumes (its
+// its hostname and subdomain (a member's identity), its restart policy (a
+// helper whose container has exited 0 is done), its claim volumes (its
 // data, adoption and the data-in-use check; a service account token,
 // ConfigMap or Secret volume goes), and its phase, reason, conditions and
 // container states (readiness, failures, a halted rollout). Containers,
@@ -71,10 +72,11 @@ func TrimPod(obj any) (any, error) {
 		TypeMeta:   pod.TypeMeta,
 		ObjectMeta: pod.ObjectMeta,
 		Spec: corev1.PodSpec{
-			NodeName:  pod.Spec.NodeName,
-			Hostname:  pod.Spec.Hostname,
-			Subdomain: pod.Spec.Subdomain,
-			Volumes:   claimVolumes(pod.Spec.Volumes),
+			NodeName:      pod.Spec.NodeName,
+			Hostname:      pod.Spec.Hostname,
+			Subdomain:     pod.Spec.Subdomain,
+			RestartPolicy: pod.Spec.RestartPolicy,
+			Volumes:       claimVolumes(pod.Spec.Volumes),
 		},
 		Status: corev1.PodStatus{
 			Phase:                 pod.Status.Phase,

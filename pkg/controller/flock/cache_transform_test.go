@@ -89,6 +89,11 @@ func TestTrimPodKeepsWhatTheControllerReads(t *testing.T) {
 			return p
 		}()},
 		{name: "prepare helper done", pod: helper},
+		{name: "prepare helper exited, phase not yet Succeeded", pod: func() *corev1.Pod {
+			p := helper.DeepCopy()
+			p.Status.Phase = corev1.PodRunning
+			return p
+		}()},
 		{name: "adoptable orphan", pod: orphanOf(cachedPod(f, m, corev1.PodRunning, corev1.ConditionFalse))},
 		{name: "failed orphan", pod: orphanOf(cachedPod(f, m, corev1.PodFailed, corev1.ConditionFalse))},
 		{name: "orphan pinned by affinity", pod: func() *corev1.Pod {
@@ -140,6 +145,7 @@ func TestTrimPodKeepsWhatTheControllerReads(t *testing.T) {
 				{"failure summary", podFailureSummary(got), podFailureSummary(orig)},
 				{"helper ordinal", fmt.Sprint(helperOrdinal(f.UID, got)), fmt.Sprint(helperOrdinal(f.UID, orig))},
 				{"helper finished", helperFinishedAt(got).String(), helperFinishedAt(orig).String()},
+				{"helper succeeded", helperSucceeded(got), helperSucceeded(orig)},
 				{"blockage", blockageText(memberBlockage(m, got, nil, nil)), blockageText(memberBlockage(m, orig, nil, nil))},
 				{"member state", fmt.Sprint(memberState(m, got, nil, 2)), fmt.Sprint(memberState(m, orig, nil, 2))},
 			}

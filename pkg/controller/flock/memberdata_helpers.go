@@ -49,7 +49,7 @@ func (d *dataSyncer) runHelper(ctx context.Context, f *v1alpha1.Flock, m v1alpha
 	switch {
 	case isTerminating(h):
 		return false, dataState{}, nil
-	case h.Status.Phase == corev1.PodSucceeded:
+	case helperSucceeded(h):
 		return true, dataState{}, nil
 	case h.Status.Phase == corev1.PodFailed:
 		retryAt := helperFinishedAt(h).Add(helperRetryDelay)

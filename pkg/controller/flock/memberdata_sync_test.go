@@ -821,3 +821,79 @@ func TestFinishedHelperGoesAfterThePod(t *testing.T) {
 		t.Error("the volume is not marked prepared")
 	}
 }
+
+// exitHelper reports a helper's container as exited with code while its
+// phase is still Running, as kubelet does until it has stopped the pod's
+// sandbox, and stores it as the controller's cache holds it (TrimPod).
+func (d *dataFixture) exitHelper(job string, f *v1alpha1.Flock, ord int32, code int32) {
+	d.t.Helper()
+	h, err := d.pods.GetPod("flock-system", HelperPodName(job, f.UID, ord))
+	if err != nil {
+		d.t.Fatalf("helper %s of member %d: %v", job, ord, err)
+	}
+	h = h.DeepCopy()
+	h.Status.Phase = corev1.PodRunning
+	h.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: job, State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: code, FinishedAt: metav1.NewTime(d.now)}}}}
+	trimmed, err := TrimPod(h)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	if err := d.pods.pods.Update(trimmed.(*corev1.Pod)); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+// A helper is done when its container has exited 0, before kubelet reports
+// the phase Succeeded (about a second later on a real node): the member's
+// volume is marked prepared and the member is ready for its pod then. A
+// helper that exited non-zero is not done, and the helper, not finished in
+// phase yet, is deleted gracefully.
+func TestHelperIsDoneWhenItsContainerExits(t *testing.T) {
+	d := newDataFixture(t)
+	fl := uidFlock("pg", 3)
+	m := v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}
+	pvName := PersistentVolumeName(fl.UID, 1)
+	if st := d.ensure(fl, m); st.ready {
+		t.Fatalf("ready before the helper ran: %+v", st)
+	}
+
+	d.exitHelper(HelperPrepare, fl, 1, 1)
+	if st := d.ensure(fl, m); st.ready || d.data.volumes[pvName].Annotations[AnnotationPrepared] == "true" {
+		t.Fatalf("a helper that exited 1 counted as done: %+v", st)
+	}
+
+	d.exitHelper(HelperPrepare, fl, 1, 0)
+	st := d.ensure(fl, m)
+	if !st.ready || d.data.volumes[pvName].Annotations[AnnotationPrepared] != "true" {
+		t.Fatalf("helper exited 0, phase Running: %+v, volume annotations %v; want ready and prepared", st, d.data.volumes[pvName].Annotations)
+	}
+	if err := st.runAfter(context.Background(), nil); err != nil {
+		t.Fatal(err)
+	}
+	want := "delete " + HelperPodName(HelperPrepare, fl.UID, 1)
+	if !slices.Contains(d.pods.ops, want) {
+		t.Errorf("pod writes %v, want %q (a graceful delete: kubelet still stops its sandbox)", d.pods.ops, want)
+	}
+
+	// The cleanup helper too: a member scaled back up while its data was
+	// removed gets fresh data once the cleanup helper's container exited 0.
+	d = newDataFixture(t)
+	m = v1alpha1.FlockMember{Ordinal: 2, Node: "n-c"}
+	pv := NewMemberVolume(fl, m, "n-c", "/srv/flock", "")
+	pv.UID = "pv"
+	d.data.volumes[pv.Name] = pv
+	claim := NewMemberClaim(fl, 2, pv.Name)
+	claim.UID = "claim"
+	d.data.claims[testNamespace+"/"+claim.Name] = claim
+	if st, err := d.syncer.remove(context.Background(), fl, m, newNode("n-c"), d.now); err != nil || st.done {
+		t.Fatalf("remove: %+v, %v", st, err)
+	}
+	if st := d.ensure(fl, m); st.blocked == nil || st.blocked.Reason != ReasonDataCleanup {
+		t.Fatalf("scaled back up while the cleanup runs: %+v, want blocked by %s", st, ReasonDataCleanup)
+	}
+	d.exitHelper(HelperCleanup, fl, 2, 0)
+	if st := d.ensure(fl, m); st.blocked != nil && st.blocked.Reason == ReasonDataCleanup {
+		t.Fatalf("cleanup helper exited 0, still waited for: %+v", st)
+	}
+}

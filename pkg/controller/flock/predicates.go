@@ -30,6 +30,25 @@ func isTerminal(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
 }
 
+// helperSucceeded reports whether a helper pod has done its job: its phase
+// is Succeeded, or it is never restarted and every container it reports has
+// exited with code 0. kubelet reports a container's exit at the relist that
+// sees it, but the phase Succeeded only once it has stopped the pod's
+// sandbox, about a second later on a real node; what the helper did is done
+// at the exit.
+func helperSucceeded(pod *corev1.Pod) bool {
+	if pod.Status.Phase == corev1.PodSucceeded {
+		return true
+	}
+	cs := pod.Status.ContainerStatuses
+	if pod.Status.Phase == corev1.PodFailed || pod.Spec.RestartPolicy != corev1.RestartPolicyNever || len(cs) == 0 {
+		return false
+	}
+	return !slices.ContainsFunc(cs, func(s corev1.ContainerStatus) bool {
+		return s.State.Terminated == nil || s.State.Terminated.ExitCode != 0
+	})
+}
+
 // isRunningAndReady: Running, Ready and not being deleted.
 func isRunningAndReady(pod *corev1.Pod) bool {
 	if pod.Status.Phase != corev1.PodRunning || isTerminating(pod) {
