@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
@@ -136,7 +137,9 @@ func (w *writtenFlocks) len() int {
 }
 
 // recordingStatusUpdater is a StatusUpdater that notes each status it
-// writes in written, and when it wrote it in paced.
+// writes in written, and when it wrote it in paced. It runs mutate once per
+// attempt, as the updater it wraps asks, and compares the status before and
+// after to know whether the attempt wrote.
 type recordingStatusUpdater struct {
 	StatusUpdater
 	written *writtenFlocks
@@ -146,8 +149,9 @@ type recordingStatusUpdater struct {
 func (u recordingStatusUpdater) UpdateStatus(ctx context.Context, f *v1alpha1.Flock, mutate func(*v1alpha1.FlockStatus)) (*v1alpha1.Flock, error) {
 	changed := false
 	updated, err := u.StatusUpdater.UpdateStatus(ctx, f, func(st *v1alpha1.FlockStatus) {
-		changed = changesStatusOf(st, mutate)
+		before := st.DeepCopy()
 		mutate(st)
+		changed = !equality.Semantic.DeepEqual(before, st)
 	})
 	if err == nil {
 		u.written.record(f, updated, time.Now())
