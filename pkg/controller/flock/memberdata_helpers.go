@@ -113,10 +113,13 @@ func (d *dataSyncer) sweepHelpers(ctx context.Context, f *v1alpha1.Flock, keep f
 	return utilerrors.NewAggregate(errs)
 }
 
-// deleteHelper deletes a helper pod; one that has finished goes at once
-// (no process is left to stop, and its node may be gone).
+// deleteHelper deletes a helper pod; one that has finished (its phase is
+// terminal, or its container has exited 0) goes at once: no process is left
+// to stop, its node may be gone, and kubelet, told the pod is gone, stops
+// what is left of it all the same, without one more status write and delete
+// of its own.
 func (d *dataSyncer) deleteHelper(ctx context.Context, h *corev1.Pod) error {
-	if isTerminal(h) {
+	if isTerminal(h) || helperSucceeded(h) {
 		return d.pods.ForceDeletePod(ctx, h)
 	}
 	return d.pods.DeletePod(ctx, h)

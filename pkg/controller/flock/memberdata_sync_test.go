@@ -846,9 +846,9 @@ func (d *dataFixture) exitHelper(job string, f *v1alpha1.Flock, ord int32, code 
 
 // A helper is done when its container has exited 0, before kubelet reports
 // the phase Succeeded (about a second later on a real node): the member's
-// volume is marked prepared and the member is ready for its pod then. A
-// helper that exited non-zero is not done, and the helper, not finished in
-// phase yet, is deleted gracefully.
+// volume is marked prepared and the member is ready for its pod then, and
+// the helper goes at once, as a finished one does. A helper that exited
+// non-zero is not done.
 func TestHelperIsDoneWhenItsContainerExits(t *testing.T) {
 	d := newDataFixture(t)
 	fl := uidFlock("pg", 3)
@@ -871,9 +871,9 @@ func TestHelperIsDoneWhenItsContainerExits(t *testing.T) {
 	if err := st.runAfter(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	want := "delete " + HelperPodName(HelperPrepare, fl.UID, 1)
+	want := "force-delete " + HelperPodName(HelperPrepare, fl.UID, 1)
 	if !slices.Contains(d.pods.ops, want) {
-		t.Errorf("pod writes %v, want %q (a graceful delete: kubelet still stops its sandbox)", d.pods.ops, want)
+		t.Errorf("pod writes %v, want %q", d.pods.ops, want)
 	}
 
 	// The cleanup helper too: a member scaled back up while its data was
