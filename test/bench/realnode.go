@@ -155,21 +155,17 @@ func (tl *timeline) memberPod(ev watch.Event) {
 	}
 }
 
-// helperPod records a prepare helper's creation and its end: its container
-// exited 0 (what the controller waits for; kubelet reports the phase
-// Succeeded only later), Succeeded, or deleted (the controller deletes it
-// once done; the watch may not show it done before).
+// helperPod records a prepare helper's creation and its end: done as the
+// controller counts it (flockcontroller.HelperSucceeded: its container
+// exited 0, before kubelet reports the phase Succeeded), or deleted (the
+// controller deletes it once done; the watch may not show it done before).
 func (tl *timeline) helperPod(ev watch.Event) {
 	p, ok := ev.Object.(*corev1.Pod)
 	if !ok {
 		return
 	}
 	tl.mark(stepHelperCreated, p.Name)
-	cs := p.Status.ContainerStatuses
-	exited0 := len(cs) > 0 && !slices.ContainsFunc(cs, func(s corev1.ContainerStatus) bool {
-		return s.State.Terminated == nil || s.State.Terminated.ExitCode != 0
-	})
-	if exited0 || p.Status.Phase == corev1.PodSucceeded || ev.Type == watch.Deleted {
+	if flockcontroller.HelperSucceeded(p) || ev.Type == watch.Deleted {
 		tl.mark(stepHelperDone, p.Name)
 	}
 }

@@ -35,6 +35,7 @@ func TestTimelineSteps(t *testing.T) {
 	// one that exited 1 is not.
 	exited := func(code int32) *corev1.Pod {
 		p := pod("h-1", "real-2", false, false)
+		p.Spec.RestartPolicy = corev1.RestartPolicyNever // as every helper's
 		p.Status.Phase = corev1.PodRunning
 		p.Status.ContainerStatuses = []corev1.ContainerStatus{{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}}}
 		return p

@@ -145,7 +145,7 @@ func TestTrimPodKeepsWhatTheControllerReads(t *testing.T) {
 				{"failure summary", podFailureSummary(got), podFailureSummary(orig)},
 				{"helper ordinal", fmt.Sprint(helperOrdinal(f.UID, got)), fmt.Sprint(helperOrdinal(f.UID, orig))},
 				{"helper finished", helperFinishedAt(got).String(), helperFinishedAt(orig).String()},
-				{"helper succeeded", helperSucceeded(got), helperSucceeded(orig)},
+				{"helper succeeded", HelperSucceeded(got), HelperSucceeded(orig)},
 				{"blockage", blockageText(memberBlockage(m, got, nil, nil)), blockageText(memberBlockage(m, orig, nil, nil))},
 				{"member state", fmt.Sprint(memberState(m, got, nil, 2)), fmt.Sprint(memberState(m, orig, nil, 2))},
 			}

@@ -49,7 +49,7 @@ func (d *dataSyncer) runHelper(ctx context.Context, f *v1alpha1.Flock, m v1alpha
 	switch {
 	case isTerminating(h):
 		return false, dataState{}, nil
-	case helperSucceeded(h):
+	case HelperSucceeded(h):
 		return true, dataState{}, nil
 	case h.Status.Phase == corev1.PodFailed:
 		retryAt := helperFinishedAt(h).Add(helperRetryDelay)
@@ -119,7 +119,7 @@ func (d *dataSyncer) sweepHelpers(ctx context.Context, f *v1alpha1.Flock, keep f
 // what is left of it all the same, without one more status write and delete
 // of its own.
 func (d *dataSyncer) deleteHelper(ctx context.Context, h *corev1.Pod) error {
-	if isTerminal(h) || helperSucceeded(h) {
+	if helperFinished(h) {
 		return d.pods.ForceDeletePod(ctx, h)
 	}
 	return d.pods.DeletePod(ctx, h)

@@ -121,7 +121,7 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 	// A member scaled back up while its data was being removed waits for
 	// the removal to end, then gets fresh data.
 	if h, err := d.pods.GetPod(d.helperNamespace, HelperPodName(HelperCleanup, f.UID, ord)); err == nil {
-		if !isTerminal(h) && !helperSucceeded(h) {
+		if !helperFinished(h) {
 			return dataState{blocked: &blockage{ReasonDataCleanup, fmt.Sprintf(
 				"member %d waits for helper pod %s/%s to finish removing its data directory on node %s", ord, h.Namespace, h.Name, h.Spec.NodeName)}}, nil
 		}

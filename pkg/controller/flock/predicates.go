@@ -30,13 +30,13 @@ func isTerminal(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
 }
 
-// helperSucceeded reports whether a helper pod has done its job: its phase
+// HelperSucceeded reports whether a helper pod has done its job: its phase
 // is Succeeded, or it is never restarted and every container it reports has
 // exited with code 0. kubelet reports a container's exit at the relist that
 // sees it, but the phase Succeeded only once it has stopped the pod's
 // sandbox, about a second later on a real node; what the helper did is done
-// at the exit.
-func helperSucceeded(pod *corev1.Pod) bool {
+// at the exit. The bench's timeline counts a helper done by it too.
+func HelperSucceeded(pod *corev1.Pod) bool {
 	if pod.Status.Phase == corev1.PodSucceeded {
 		return true
 	}
@@ -48,6 +48,10 @@ func helperSucceeded(pod *corev1.Pod) bool {
 		return s.State.Terminated == nil || s.State.Terminated.ExitCode != 0
 	})
 }
+
+// helperFinished reports whether nothing of a helper pod runs any more: its
+// phase is terminal, or it succeeded (HelperSucceeded) before kubelet says so.
+func helperFinished(pod *corev1.Pod) bool { return isTerminal(pod) || HelperSucceeded(pod) }
 
 // isRunningAndReady: Running, Ready and not being deleted.
 func isRunningAndReady(pod *corev1.Pod) bool {
