@@ -34,6 +34,9 @@ import (
 
 const (
 	defaultEtcdPathPrefix = "/registry/flock.dev"
+	// defaultCompactionInterval is --etcd-compaction-interval's default
+	// (k8s.io/apiserver's is 5m).
+	defaultCompactionInterval = time.Minute
 	// ControllerFlock is the name of the embedded Flock controller in --controllers.
 	ControllerFlock = "flock"
 )
@@ -178,6 +181,12 @@ func NewOptions() *Options {
 	// Flocks are served from flock-apiserver's own etcd: never from
 	// kube-apiserver's, so there is no default etcd address.
 	o.RecommendedOptions.Etcd.StorageConfig.Transport.ServerList = nil
+	// That etcd serves no one else, and watchers are served from the watch
+	// cache's own history (75 s), so keeping 5-10 minutes of revisions, as
+	// k8s.io/apiserver's default does, only grows the database file, which
+	// the embedded member maps whole into the server's resident set until
+	// it is defragmented. Every minute keeps 1-2 minutes of them.
+	o.RecommendedOptions.Etcd.StorageConfig.CompactionInterval = defaultCompactionInterval
 	return o
 }
 

@@ -218,3 +218,20 @@ func TestStandaloneNeedsLoopback(t *testing.T) {
 		}
 	}
 }
+
+// The server compacts its etcd every minute unless told otherwise.
+func TestCompactionIntervalDefaultsToAMinute(t *testing.T) {
+	for args, want := range map[string]time.Duration{"": time.Minute, "--etcd-compaction-interval=5m": 5 * time.Minute} {
+		o := NewOptions()
+		fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
+		for _, f := range o.Flags().FlagSets {
+			fs.AddFlagSet(f)
+		}
+		if err := fs.Parse(strings.Fields(args)); err != nil {
+			t.Fatal(err)
+		}
+		if got := o.RecommendedOptions.Etcd.StorageConfig.CompactionInterval; got != want {
+			t.Errorf("%q: compaction interval %v, want %v", args, got, want)
+		}
+	}
+}

@@ -106,6 +106,25 @@ func TestOrderedReadyCreatesOneMemberAtATime(t *testing.T) {
 	}
 }
 
+// The sync that creates the headless Service already reports it as the
+// next sync finds it, so that sync has nothing to write for it.
+func TestServiceReadyFromTheSyncThatCreatesIt(t *testing.T) {
+	f := newFixture(t, "n-a")
+	f.createFlock(newFlock("pg", 1))
+	f.mustSync("pg")
+	if len(f.services.List()) != 1 {
+		t.Fatalf("%d Services after the first sync, want 1", len(f.services.List()))
+	}
+	first := f.condition("pg", v1alpha1.FlockServiceReady)
+	if first.Status != metav1.ConditionTrue || first.Reason != ReasonServiceReady {
+		t.Fatalf("ServiceReady after the Service's create = %+v", first)
+	}
+	f.mustSync("pg")
+	if again := f.condition("pg", v1alpha1.FlockServiceReady); !equality.Semantic.DeepEqual(again, first) {
+		t.Fatalf("ServiceReady changed on the next sync:\n%+v\n%+v", first, again)
+	}
+}
+
 func TestMemberPodIdentity(t *testing.T) {
 	f := newFixture(t, "n-a")
 	fl := newFlock("pg", 1)

@@ -118,15 +118,12 @@ func (fc *defaultFlockControl) syncService(ctx context.Context, f *v1alpha1.Floc
 	logger := klog.FromContext(ctx)
 	name := serviceNameOf(f)
 	deleting := f.DeletionTimestamp != nil
-	cond := func(s metav1.ConditionStatus, reason, format string, args ...any) metav1.Condition {
-		return metav1.Condition{Type: v1alpha1.FlockServiceReady, Status: s, Reason: reason, Message: fmt.Sprintf(format, args...)}
-	}
 
 	svc, err := fc.members.GetService(f.Namespace, name)
 	switch {
 	case apierrors.IsNotFound(err):
 		if deleting {
-			return cond(metav1.ConditionFalse, ReasonServiceMissing, "Service %s does not exist", name), nil
+			return serviceCond(metav1.ConditionFalse, ReasonServiceMissing, "Service %s does not exist", name), nil
 		}
 		if err := fc.members.CreateService(ctx, NewService(f)); err != nil {
 			if apierrors.IsAlreadyExists(err) {
@@ -134,11 +131,14 @@ func (fc *defaultFlockControl) syncService(ctx context.Context, f *v1alpha1.Floc
 				return metav1.Condition{}, nil
 			}
 			fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create Service %s failed: %v", name, err)
-			return cond(metav1.ConditionFalse, ReasonServiceMissing, "creating Service %s failed: %v", name, err), err
+			return serviceCond(metav1.ConditionFalse, ReasonServiceMissing, "creating Service %s failed: %v", name, err), err
 		}
 		logger.V(2).Info("Created headless Service", "service", klog.KRef(f.Namespace, name))
 		fc.event(f, corev1.EventTypeNormal, "SuccessfulCreate", "created headless Service %s", name)
-		return cond(metav1.ConditionTrue, ReasonServiceCreated, "headless Service %s created", name), nil
+		// It was made from the Flock as it is: it selects the members, as
+		// the next sync would find, and saying so now saves the Flock a
+		// status write.
+		return serviceReady(name), nil
 	case err != nil:
 		return metav1.Condition{}, err
 	}
@@ -154,13 +154,13 @@ func (fc *defaultFlockControl) syncService(ctx context.Context, f *v1alpha1.Floc
 		ref = newControllerRef(f)
 	}
 	if ref == nil || ref.UID != f.UID {
-		c := cond(metav1.ConditionFalse, ReasonServiceNotOwned,
+		c := serviceCond(metav1.ConditionFalse, ReasonServiceNotOwned,
 			"Service %s exists and is not controlled by this Flock; it is left as it is, so member DNS names may not resolve", name)
 		fc.eventOnTransition(f, c, corev1.EventTypeWarning, "ServiceConflict")
 		return c, nil
 	}
 	if svc.Spec.ClusterIP != corev1.ClusterIPNone {
-		c := cond(metav1.ConditionFalse, ReasonServiceNotHeadless,
+		c := serviceCond(metav1.ConditionFalse, ReasonServiceNotHeadless,
 			"Service %s is not headless (clusterIP %s), so members get no DNS names; delete it to have it recreated", name, svc.Spec.ClusterIP)
 		fc.eventOnTransition(f, c, corev1.EventTypeWarning, "ServiceConflict")
 		return c, nil
@@ -180,5 +180,16 @@ func (fc *defaultFlockControl) syncService(ctx context.Context, f *v1alpha1.Floc
 			fc.event(f, corev1.EventTypeNormal, "SuccessfulUpdate", "updated the selector and ports of headless Service %s", name)
 		}
 	}
-	return cond(metav1.ConditionTrue, ReasonServiceReady, "headless Service %s selects the members", name), nil
+	return serviceReady(name), nil
+}
+
+// serviceCond is a ServiceReady condition.
+func serviceCond(s metav1.ConditionStatus, reason, format string, args ...any) metav1.Condition {
+	return metav1.Condition{Type: v1alpha1.FlockServiceReady, Status: s, Reason: reason, Message: fmt.Sprintf(format, args...)}
+}
+
+// serviceReady is the ServiceReady condition of a Flock whose headless
+// Service name selects its members.
+func serviceReady(name string) metav1.Condition {
+	return serviceCond(metav1.ConditionTrue, ReasonServiceReady, "headless Service %s selects the members", name)
 }

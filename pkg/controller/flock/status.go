@@ -53,7 +53,6 @@ const (
 	ReasonUnschedulable      = "Unschedulable"
 	ReasonPodNameTaken       = "PodNameTaken"
 	ReasonUnplaceable        = "Unplaceable"
-	ReasonServiceCreated     = "ServiceCreated"
 	ReasonServiceReady       = "ServiceReady"
 	ReasonServiceNotOwned    = "ServiceNotOwned"
 	ReasonServiceNotHeadless = "ServiceNotHeadless"

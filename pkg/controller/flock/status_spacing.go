@@ -21,6 +21,13 @@ const (
 	// maxStatusSpacing bounds the spacing: a 500-member Flock's status is
 	// written at most once a second while its members progress.
 	maxStatusSpacing = time.Second
+	// messageSpacing is how far a status write that changes nothing but
+	// members' messages is kept from the Flock's last write, whatever its
+	// size: a member's passing steps ("waiting to be scheduled", "Pending
+	// and not Ready") are folded into the write that follows within it,
+	// and a message that stays is written at most this late. It is at most
+	// maxStatusSpacing, after which the pacer forgets a write.
+	messageSpacing = time.Second
 )
 
 // statusSpacing is how far apart the status writes of a Flock with that many
@@ -50,10 +57,11 @@ func newStatusPacer(spacing func(members int) time.Duration, clk clock.PassiveCl
 }
 
 // wait returns how long a status write of f, a Flock whose status would list
-// that many members, must still wait. A write never waits when f is being
+// that many members, must still wait; messagesOnly says the write would
+// change nothing but members' messages. A write never waits when f is being
 // deleted or its status does not show its generation yet: both are what a
 // user waits on.
-func (p *statusPacer) wait(f *v1alpha1.Flock, members int, now time.Time) time.Duration {
+func (p *statusPacer) wait(f *v1alpha1.Flock, members int, messagesOnly bool, now time.Time) time.Duration {
 	if p.spacing == nil || f.DeletionTimestamp != nil || f.Status.ObservedGeneration < f.Generation {
 		return 0
 	}
@@ -63,7 +71,11 @@ func (p *statusPacer) wait(f *v1alpha1.Flock, members int, now time.Time) time.D
 	if !ok {
 		return 0
 	}
-	return max(p.spacing(members)-now.Sub(last), 0)
+	spacing := p.spacing(members)
+	if messagesOnly {
+		spacing = max(spacing, messageSpacing)
+	}
+	return max(spacing-now.Sub(last), 0)
 }
 
 // wrote notes that this controller wrote the status of Flock uid just now.
@@ -91,10 +103,49 @@ func (p *statusPacer) len() int {
 	return len(p.last)
 }
 
-// changesStatusOf reports whether mutate would change st (it mutates a
-// copy).
-func changesStatusOf(st *v1alpha1.FlockStatus, mutate func(*v1alpha1.FlockStatus)) bool {
+// statusChange is what a status write would change.
+type statusChange int
+
+const (
+	statusUnchanged statusChange = iota
+	// statusMessagesChanged: members' messages and nothing else.
+	statusMessagesChanged
+	statusChanged
+)
+
+// statusChangeOf says what mutate would change in st (it mutates a copy).
+func statusChangeOf(st *v1alpha1.FlockStatus, mutate func(*v1alpha1.FlockStatus)) statusChange {
 	next := st.DeepCopy()
 	mutate(next)
-	return !equality.Semantic.DeepEqual(st, next)
+	if equality.Semantic.DeepEqual(st, next) {
+		return statusUnchanged
+	}
+	if len(next.Members) != len(st.Members) {
+		return statusChanged
+	}
+	was := st.DeepCopy()
+	for i := range next.Members {
+		was.Members[i].Message, next.Members[i].Message = "", ""
+	}
+	if equality.Semantic.DeepEqual(was, next) {
+		return statusMessagesChanged
+	}
+	return statusChanged
+}
+
+// statusWait returns how long the status write that merge would make of f,
+// listing that many members, must still wait: 0 when it changes nothing.
+func (p *statusPacer) statusWait(f *v1alpha1.Flock, members int, merge func(*v1alpha1.FlockStatus), now time.Time) time.Duration {
+	longest := p.wait(f, members, true, now)
+	if longest == 0 {
+		return 0
+	}
+	switch statusChangeOf(&f.Status, merge) {
+	case statusUnchanged:
+		return 0
+	case statusMessagesChanged:
+		return longest
+	default:
+		return p.wait(f, members, false, now)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingclock "k8s.io/utils/clock/testing"
@@ -79,6 +80,81 @@ func TestStatusOfABigFlockIsWrittenSpaced(t *testing.T) {
 
 }
 
+// A status write that would change nothing but members' messages waits a
+// second after the Flock's last write, whatever its size: a member's passing
+// step is folded into the write that follows. A change of anything else is
+// written within the Flock's own spacing, with the latest messages.
+func TestMembersMessagesAloneAreWrittenSpaced(t *testing.T) {
+	f := newFixtureWithConfig(t, fixtureConfig{memberParallelism: 8, statusSpacing: true}, "n0", "n1", "n2")
+	fl := newFlock("pg", 3)
+	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	f.createFlock(fl)
+	f.syncResult("pg") // makes the pods; the status does not show them yet
+	f.clock.Step(10 * time.Millisecond)
+	f.syncResult("pg")
+	message := func(ord int) string { return f.getFlock("pg").Status.Members[ord].Message }
+	if got := message(0); got != "pod is waiting to be scheduled" {
+		t.Fatalf("member 0 once its pod is made: %q; want its pod waiting to be scheduled", got)
+	}
+
+	// Member 0's pod is bound to its node and not yet running: only its
+	// message would change.
+	f.updatePod("pg-0", func(p *corev1.Pod) { p.Spec.NodeName = "n0"; p.Status.Phase = corev1.PodPending })
+	f.clock.Step(10 * time.Millisecond) // past the 3-member spacing of 6 ms
+	res := f.syncResult("pg")
+	if got := message(0); got != "pod is waiting to be scheduled" {
+		t.Fatalf("a change of a message alone was written 10 ms after the last write: %q", got)
+	}
+	if want := messageSpacing - 10*time.Millisecond; res.RequeueAfter != want {
+		t.Fatalf("RequeueAfter %v, want the rest of the message spacing, %v", res.RequeueAfter, want)
+	}
+	f.clock.Step(res.RequeueAfter)
+	if f.syncResult("pg"); message(0) != "pod is Pending and not Ready" {
+		t.Fatalf("after the message spacing member 0 says %q; want its pod Pending", message(0))
+	}
+
+	// Member 1's pod is bound too (a message) and member 2's runs (a
+	// count): both are written at once.
+	f.updatePod("pg-1", func(p *corev1.Pod) { p.Spec.NodeName = "n1"; p.Status.Phase = corev1.PodPending })
+	f.updatePod("pg-2", func(p *corev1.Pod) {
+		p.Spec.NodeName, p.Status.Phase = "n2", corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	})
+	f.clock.Step(10 * time.Millisecond)
+	if res := f.syncResult("pg"); res.RequeueAfter != 0 {
+		t.Fatalf("a change of readiness asked to wait %v", res.RequeueAfter)
+	}
+	st := f.getFlock("pg").Status
+	if st.ReadyReplicas != 1 || message(1) != "pod is Pending and not Ready" {
+		t.Fatalf("readyReplicas %d, member 1 %q; want 1 and its pod Pending, written together", st.ReadyReplicas, message(1))
+	}
+}
+
+// statusChangeOf tells a change of messages alone from any other.
+func TestStatusChangeOf(t *testing.T) {
+	st := &v1alpha1.FlockStatus{Replicas: 2, Members: []v1alpha1.FlockMember{{Ordinal: 0, Message: "a"}, {Ordinal: 1}}}
+	for name, c := range map[string]struct {
+		mutate func(*v1alpha1.FlockStatus)
+		want   statusChange
+	}{
+		"nothing":             {func(*v1alpha1.FlockStatus) {}, statusUnchanged},
+		"a message":           {func(s *v1alpha1.FlockStatus) { s.Members[1].Message = "b" }, statusMessagesChanged},
+		"a message and ready": {func(s *v1alpha1.FlockStatus) { s.Members[0].Message, s.Members[0].Ready = "", true }, statusChanged},
+		"a count":             {func(s *v1alpha1.FlockStatus) { s.ReadyReplicas = 1 }, statusChanged},
+		"a member more":       {func(s *v1alpha1.FlockStatus) { s.Members = append(s.Members, v1alpha1.FlockMember{Ordinal: 2}) }, statusChanged},
+		"a condition's message": {func(s *v1alpha1.FlockStatus) {
+			s.Conditions = []metav1.Condition{{Type: "Available", Message: "x"}}
+		}, statusChanged},
+	} {
+		if got := statusChangeOf(st, c.mutate); got != c.want {
+			t.Errorf("%s: %v, want %v", name, got, c.want)
+		}
+	}
+	if st.Members[1].Message != "" {
+		t.Fatalf("statusChangeOf changed the status it was given")
+	}
+}
+
 // The pacer never holds back a deleted Flock's status, nor one that does not
 // show its generation yet, and forgets writes older than any spacing.
 func TestStatusPacer(t *testing.T) {
@@ -86,14 +162,14 @@ func TestStatusPacer(t *testing.T) {
 	clk := testingclock.NewFakePassiveClock(now)
 	p := newStatusPacer(statusSpacing, clk)
 	f := &v1alpha1.Flock{ObjectMeta: metav1.ObjectMeta{UID: "a", Generation: 2}, Status: v1alpha1.FlockStatus{ObservedGeneration: 2}}
-	if w := p.wait(f, 500, now); w != 0 {
+	if w := p.wait(f, 500, false, now); w != 0 {
 		t.Fatalf("a Flock never written waits %v", w)
 	}
 	p.wrote("a")
-	if w := p.wait(f, 500, now.Add(300*time.Millisecond)); w != 700*time.Millisecond {
+	if w := p.wait(f, 500, false, now.Add(300*time.Millisecond)); w != 700*time.Millisecond {
 		t.Fatalf("300 ms after a write of a 500-member Flock: wait %v, want 700ms", w)
 	}
-	if w := p.wait(f, 3, now.Add(300*time.Millisecond)); w != 0 {
+	if w := p.wait(f, 3, false, now.Add(300*time.Millisecond)); w != 0 {
 		t.Fatalf("300 ms after a write of a 3-member Flock: wait %v, want 0", w)
 	}
 	newGen := f.DeepCopy()
@@ -101,7 +177,7 @@ func TestStatusPacer(t *testing.T) {
 	deleted := f.DeepCopy()
 	deleted.DeletionTimestamp = &metav1.Time{Time: now}
 	for name, g := range map[string]*v1alpha1.Flock{"a new generation": newGen, "a deleted Flock": deleted} {
-		if w := p.wait(g, 500, now); w != 0 {
+		if w := p.wait(g, 500, false, now); w != 0 {
 			t.Errorf("%s waits %v", name, w)
 		}
 	}
@@ -110,12 +186,12 @@ func TestStatusPacer(t *testing.T) {
 	if p.len() != 1 {
 		t.Fatalf("%d writes remembered a spacing after the first; want only the last", p.len())
 	}
-	if w := p.wait(f, 500, now.Add(maxStatusSpacing)); w != 0 {
+	if w := p.wait(f, 500, false, now.Add(maxStatusSpacing)); w != 0 {
 		t.Fatalf("a forgotten write still waits %v", w)
 	}
 	none := newStatusPacer(nil, clk)
 	none.wrote("a")
-	if w := none.wait(f, 500, now); w != 0 {
+	if w := none.wait(f, 500, true, now); w != 0 {
 		t.Fatalf("without spacing: wait %v", w)
 	}
 }
