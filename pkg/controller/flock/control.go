@@ -183,7 +183,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	merge := func(st *v1alpha1.FlockStatus) { mergeStatus(st, status, remove) }
 	statusWritten := false
 	if wait := fc.paced.statusWait(f, len(status.Members), merge, now); wait > 0 {
-		// A big Flock's status, or a change of members' messages alone,
+		// A big Flock's status, or a change of messages alone,
 		// waits for its spacing (status_spacing.go); the sync then asked
 		// for computes it again.
 		result.requeue(wait)

@@ -22,11 +22,13 @@ const (
 	// written at most once a second while its members progress.
 	maxStatusSpacing = time.Second
 	// messageSpacing is how far a status write that changes nothing but
-	// members' messages is kept from the Flock's last write, whatever its
-	// size: a member's passing steps ("waiting to be scheduled", "Pending
-	// and not Ready") are folded into the write that follows within it,
-	// and a message that stays is written at most this late. It is at most
-	// maxStatusSpacing, after which the pacer forgets a write.
+	// messages (of members, or of conditions whose status and reason stay)
+	// is kept from the Flock's last write, whatever its size: a member's
+	// passing steps ("waiting to be scheduled", "Pending and not Ready", the
+	// next member waiting for its data) are folded into the write that
+	// follows within it, and a message that stays is written at most this
+	// late. It is at most maxStatusSpacing, after which the pacer forgets a
+	// write.
 	messageSpacing = time.Second
 )
 
@@ -108,7 +110,8 @@ type statusChange int
 
 const (
 	statusUnchanged statusChange = iota
-	// statusMessagesChanged: members' messages and nothing else.
+	// statusMessagesChanged: the messages of members or conditions and
+	// nothing else.
 	statusMessagesChanged
 	statusChanged
 )
@@ -120,12 +123,15 @@ func statusChangeOf(st *v1alpha1.FlockStatus, mutate func(*v1alpha1.FlockStatus)
 	if equality.Semantic.DeepEqual(st, next) {
 		return statusUnchanged
 	}
-	if len(next.Members) != len(st.Members) {
+	if len(next.Members) != len(st.Members) || len(next.Conditions) != len(st.Conditions) {
 		return statusChanged
 	}
 	was := st.DeepCopy()
 	for i := range next.Members {
 		was.Members[i].Message, next.Members[i].Message = "", ""
+	}
+	for i := range next.Conditions {
+		was.Conditions[i].Message, next.Conditions[i].Message = "", ""
 	}
 	if equality.Semantic.DeepEqual(was, next) {
 		return statusMessagesChanged

@@ -80,7 +80,7 @@ func TestStatusOfABigFlockIsWrittenSpaced(t *testing.T) {
 
 }
 
-// A status write that would change nothing but members' messages waits a
+// A status write that would change nothing but messages waits a
 // second after the Flock's last write, whatever its size: a member's passing
 // step is folded into the write that follows. A change of anything else is
 // written within the Flock's own spacing, with the latest messages.
@@ -130,27 +130,34 @@ func TestMembersMessagesAloneAreWrittenSpaced(t *testing.T) {
 	}
 }
 
-// statusChangeOf tells a change of messages alone from any other.
+// statusChangeOf tells a change of messages alone, of members or of
+// conditions, from any other.
 func TestStatusChangeOf(t *testing.T) {
-	st := &v1alpha1.FlockStatus{Replicas: 2, Members: []v1alpha1.FlockMember{{Ordinal: 0, Message: "a"}, {Ordinal: 1}}}
+	st := &v1alpha1.FlockStatus{
+		Replicas:   2,
+		Members:    []v1alpha1.FlockMember{{Ordinal: 0, Message: "a"}, {Ordinal: 1}},
+		Conditions: []metav1.Condition{{Type: "Available", Status: metav1.ConditionFalse, Reason: "MembersUnavailable", Message: "x"}},
+	}
 	for name, c := range map[string]struct {
 		mutate func(*v1alpha1.FlockStatus)
 		want   statusChange
 	}{
-		"nothing":             {func(*v1alpha1.FlockStatus) {}, statusUnchanged},
-		"a message":           {func(s *v1alpha1.FlockStatus) { s.Members[1].Message = "b" }, statusMessagesChanged},
-		"a message and ready": {func(s *v1alpha1.FlockStatus) { s.Members[0].Message, s.Members[0].Ready = "", true }, statusChanged},
-		"a count":             {func(s *v1alpha1.FlockStatus) { s.ReadyReplicas = 1 }, statusChanged},
-		"a member more":       {func(s *v1alpha1.FlockStatus) { s.Members = append(s.Members, v1alpha1.FlockMember{Ordinal: 2}) }, statusChanged},
-		"a condition's message": {func(s *v1alpha1.FlockStatus) {
-			s.Conditions = []metav1.Condition{{Type: "Available", Message: "x"}}
+		"nothing":               {func(*v1alpha1.FlockStatus) {}, statusUnchanged},
+		"a message":             {func(s *v1alpha1.FlockStatus) { s.Members[1].Message = "b" }, statusMessagesChanged},
+		"a message and ready":   {func(s *v1alpha1.FlockStatus) { s.Members[0].Message, s.Members[0].Ready = "", true }, statusChanged},
+		"a count":               {func(s *v1alpha1.FlockStatus) { s.ReadyReplicas = 1 }, statusChanged},
+		"a member more":         {func(s *v1alpha1.FlockStatus) { s.Members = append(s.Members, v1alpha1.FlockMember{Ordinal: 2}) }, statusChanged},
+		"a condition's message": {func(s *v1alpha1.FlockStatus) { s.Conditions[0].Message = "y" }, statusMessagesChanged},
+		"a condition's reason":  {func(s *v1alpha1.FlockStatus) { s.Conditions[0].Reason = "Other" }, statusChanged},
+		"a condition more": {func(s *v1alpha1.FlockStatus) {
+			s.Conditions = append(s.Conditions, metav1.Condition{Type: "Progressing", Message: "x"})
 		}, statusChanged},
 	} {
 		if got := statusChangeOf(st, c.mutate); got != c.want {
 			t.Errorf("%s: %v, want %v", name, got, c.want)
 		}
 	}
-	if st.Members[1].Message != "" {
+	if st.Members[1].Message != "" || st.Conditions[0].Message != "x" {
 		t.Fatalf("statusChangeOf changed the status it was given")
 	}
 }
