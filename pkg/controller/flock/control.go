@@ -183,9 +183,9 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	merge := func(st *v1alpha1.FlockStatus) { mergeStatus(st, status, remove) }
 	statusWritten := false
 	if wait := fc.paced.statusWait(f, len(status.Members), merge, now); wait > 0 {
-		// A big Flock's status, or a change of messages alone,
-		// waits for its spacing (status_spacing.go); the sync then asked
-		// for computes it again.
+		// A big Flock's status, or a change of messages alone, waits for
+		// its spacing (status_spacing.go); the sync then asked for
+		// computes it again.
 		result.requeue(wait)
 		logger.V(4).Info("Spacing the status write of the Flock", "members", len(status.Members), "after", wait)
 	} else {

@@ -60,7 +60,8 @@ func newStatusPacer(spacing func(members int) time.Duration, clk clock.PassiveCl
 
 // wait returns how long a status write of f, a Flock whose status would list
 // that many members, must still wait; messagesOnly says the write would
-// change nothing but members' messages. A write never waits when f is being
+// change nothing but messages (statusMessagesChanged), which wait at least
+// messageSpacing. A write never waits when f is being
 // deleted or its status does not show its generation yet: both are what a
 // user waits on.
 func (p *statusPacer) wait(f *v1alpha1.Flock, members int, messagesOnly bool, now time.Time) time.Duration {
