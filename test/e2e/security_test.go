@@ -181,5 +181,52 @@ func TestRBAC(t *testing.T) {
 		if code != http.StatusForbidden || !strings.Contains(body, `cannot create resource \"flocks\"`) {
 			t.Errorf("reader's direct create: %d %s, want 403", code, body)
 		}
+		code, body = directRequest(t, env.PKI.FrontProxyClient, http.MethodGet, path+"/edited", nil, asReader)
+		if code != http.StatusOK || !strings.Contains(body, `"name":"edited"`) {
+			t.Errorf("reader's direct get: %d %s", code, body)
+		}
+	})
+
+	// flock-apiserver first asks whether a user may act on every Flock of the
+	// namespace, then on the one named: a role limited by resourceNames still
+	// allows exactly its names.
+	t.Run("a role with resourceNames allows only its names", func(t *testing.T) {
+		if _, err := rbac.Roles(ns).Create(ctx, &rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Name: "flock-one-reader"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"flock.dev"}, Resources: []string{"flocks"},
+				Verbs: []string{"get"}, ResourceNames: []string{"readable"}}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		bind("one-reader", "Role", "flock-one-reader", "one-reader")
+		path := fmt.Sprintf("/apis/flock.dev/v1alpha1/namespaces/%s/flocks", ns)
+		asOne := map[string]string{"X-Remote-User": "one-reader"}
+		eventually(t, 30*time.Second, "one-reader may get readable", func(context.Context) error {
+			if code, body := directRequest(t, env.PKI.FrontProxyClient, http.MethodGet, path+"/readable", nil, asOne); code != http.StatusOK || !strings.Contains(body, `"name":"readable"`) {
+				return fmt.Errorf("direct get of readable: %d %s", code, body)
+			}
+			return nil
+		})
+		for _, tc := range []struct{ method, path, want string }{
+			{http.MethodGet, path + "/edited", `cannot get resource \"flocks\"`},
+			{http.MethodGet, path, `cannot list resource \"flocks\"`},
+			{http.MethodDelete, path + "/readable", `cannot delete resource \"flocks\"`},
+		} {
+			if code, body := directRequest(t, env.PKI.FrontProxyClient, tc.method, tc.path, nil, asOne); code != http.StatusForbidden || !strings.Contains(body, tc.want) {
+				t.Errorf("one-reader's direct %s %s: %d %s, want 403 with %s", tc.method, tc.path, code, body, tc.want)
+			}
+		}
+		if _, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctxFor(t), "readable", metav1.GetOptions{}); err != nil {
+			t.Errorf("the refused delete deleted readable: %v", err)
+		}
+		forEachKubectl(t, func(t *testing.T, k cluster.Kubectl) {
+			if got := kubectl(t, k, "get", "fl", "readable", "-n", ns, "--as=one-reader", "-o", "jsonpath={.metadata.name}"); got != "readable" {
+				t.Errorf("one-reader's get = %q", got)
+			}
+			res := kubectlFails(t, k, "", "get", "fl", "edited", "-n", ns, "--as=one-reader")
+			if !strings.Contains(res.Stderr, `cannot get resource "flocks"`) {
+				t.Errorf("one-reader's get of edited: %s", res.Stderr)
+			}
+		})
 	})
 }

@@ -110,6 +110,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
 		return nil, err
 	}
+	cfg.Authorization.Authorizer = apiserver.AllNamesFirst(cfg.Authorization.Authorizer)
 	if controllerConfig == nil && cfg.ClientConfig != nil {
 		var err error
 		if controllerConfig, err = o.controllerClientConfig(cfg.ClientConfig); err != nil {
