@@ -30,7 +30,9 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -59,6 +61,7 @@ var (
 	profile      = flag.String("profile", "_output/bench-e2e-flock-apiserver.pprof", "where a CPU profile of flock-apiserver during the Flock 50 x 3 case goes (empty: none)")
 	apiProfile   = flag.Int("api-profile", 0, "after the API cases, profile flock-apiserver and kube-apiserver (CPU) for this many seconds of Flock creates and of gets, each c=16 through the aggregator and direct (0: none)")
 	flockArgs    = flag.String("flock-args", "", "extra flock-apiserver flags, space-separated (for experiments, e.g. --disable-admission-plugins=FlockMemberDryRun)")
+	bin          = flag.String("bin", "", "directory of the binaries, flock-apiserver and the control plane's (empty: _output/bin); for A/B runs of two builds of flock-apiserver")
 	flockEnv     = flag.String("flock-env", "", "extra environment of flock-apiserver, space-separated NAME=value (e.g. GOMEMLIMIT=200MiB)")
 	apiOnly      = flag.Bool("api-only", false, "run only the API cases (no readiness cases)")
 	memoryN      = flag.Int("memory", 0, "run only the memory case: N nodes, N Flocks x 3, 3N unrelated pods; resident sets after each stage (the issue's size is 1000)")
@@ -139,8 +142,12 @@ func run() error {
 	}
 	qps := strconv.Itoa(*controlQPS)
 	burst := strconv.Itoa(2 * *controlQPS)
+	binDir := *bin
+	if binDir == "" {
+		binDir = filepath.Join(root, "_output", "bin")
+	}
 	opts := cluster.Options{
-		BinDir: filepath.Join(root, "_output", "bin"), WorkDir: dir, RepoRoot: root,
+		BinDir: binDir, WorkDir: dir, RepoRoot: root,
 		Nodes: 50, WithoutDNS: true,
 		// Both etcds without fsync: the local control plane's etcd runs
 		// with --unsafe-no-fsync, and CRDs are stored there.
@@ -260,8 +267,11 @@ var targetOrder = []string{tCRD, tSTS, tFlockAgg, tFlockDirs}
 type target struct {
 	create func(ctx context.Context, ns, name string) error
 	get    func(ctx context.Context, ns, name string) error
-	list   func(ctx context.Context, ns string) (int, error)
-	watch  func(ctx context.Context, ns string) (watch.Interface, error)
+	// userGet is get as readerUser, a user outside system:masters whom
+	// RBAC allows to get every object of the four kinds.
+	userGet func(ctx context.Context, ns, name string) error
+	list    func(ctx context.Context, ns string) (int, error)
+	watch   func(ctx context.Context, ns string) (watch.Interface, error)
 }
 
 var crdGVR = schema.GroupVersionResource{Group: "bench.flock.dev", Version: "v1", Resource: "flockalikes"}
@@ -356,16 +366,42 @@ func newTargets(ctx context.Context, c *cluster.Cluster) (map[string]target, err
 	if err := installCRD(ctx, agg); err != nil {
 		return nil, err
 	}
-	flockTarget := func(fc flockclient.Interface) target {
+	rAgg, err := readerConfig(ctx, kube, agg)
+	if err != nil {
+		return nil, err
+	}
+	rDirect := rest.CopyConfig(rAgg)
+	rDirect.Host = c.FlockAPIServerURL
+	rKube, err := kubernetes.NewForConfig(rAgg)
+	if err != nil {
+		return nil, err
+	}
+	rDyn, err := dynamic.NewForConfig(rAgg)
+	if err != nil {
+		return nil, err
+	}
+	rfAgg, err := flockclient.NewForConfig(rAgg)
+	if err != nil {
+		return nil, err
+	}
+	rfDirect, err := flockclient.NewForConfig(rDirect)
+	if err != nil {
+		return nil, err
+	}
+	flockGet := func(fc flockclient.Interface) func(ctx context.Context, ns, name string) error {
+		return func(ctx context.Context, ns, name string) error {
+			_, err := fc.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
+			return err
+		}
+	}
+	flockTarget := func(fc, reader flockclient.Interface) target {
 		return target{
 			create: func(ctx context.Context, ns, name string) error {
 				_, err := fc.FlockV1alpha1().Flocks(ns).Create(ctx, benchFlock(ns, name, 0, ""), metav1.CreateOptions{})
 				return err
 			},
-			get: func(ctx context.Context, ns, name string) error {
-				_, err := fc.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
-				return err
-			},
+			get:     flockGet(fc),
+			userGet: flockGet(reader),
 			list: func(ctx context.Context, ns string) (int, error) {
 				l, err := fc.FlockV1alpha1().Flocks(ns).List(ctx, metav1.ListOptions{})
 				if err != nil {
@@ -388,6 +424,10 @@ func newTargets(ctx context.Context, c *cluster.Cluster) (map[string]target, err
 				_, err := dyn.Resource(crdGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
 				return err
 			},
+			userGet: func(ctx context.Context, ns, name string) error {
+				_, err := rDyn.Resource(crdGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+				return err
+			},
 			list: func(ctx context.Context, ns string) (int, error) {
 				l, err := dyn.Resource(crdGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 				if err != nil {
@@ -408,6 +448,10 @@ func newTargets(ctx context.Context, c *cluster.Cluster) (map[string]target, err
 				_, err := kube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
 				return err
 			},
+			userGet: func(ctx context.Context, ns, name string) error {
+				_, err := rKube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
+				return err
+			},
 			list: func(ctx context.Context, ns string) (int, error) {
 				l, err := kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
 				if err != nil {
@@ -419,8 +463,8 @@ func newTargets(ctx context.Context, c *cluster.Cluster) (map[string]target, err
 				return kube.AppsV1().StatefulSets(ns).Watch(ctx, metav1.ListOptions{})
 			},
 		},
-		tFlockAgg:  flockTarget(fAgg),
-		tFlockDirs: flockTarget(fDirect),
+		tFlockAgg:  flockTarget(fAgg, rfAgg),
+		tFlockDirs: flockTarget(fDirect, rfDirect),
 	}, nil
 }
 
@@ -553,6 +597,7 @@ func apiCases(ctx context.Context, c *cluster.Cluster, targets map[string]target
 	}
 
 	get := row{Case: "get c=16", Unit: "req/s", Higher: true, Values: map[string]float64{}}
+	userGet := row{Case: "get c=16, RBAC user", Unit: "req/s", Higher: true, Values: map[string]float64{}}
 	list := row{Case: fmt.Sprintf("LIST %d, p50", *listSize), Unit: "ms", Values: map[string]float64{}}
 	lat := row{Case: "create->watch, p50", Unit: "ms", Values: map[string]float64{}}
 	for ti, name := range targetOrder {
@@ -569,6 +614,16 @@ func apiCases(ctx context.Context, c *cluster.Cluster, targets map[string]target
 			return nil, fmt.Errorf("get %s: %w", name, err)
 		}
 		get.Values[name] = v
+		// The same gets as a user whom RBAC allows them (the admin's skip
+		// flock-apiserver's authorization: system:masters).
+		if err := retryForbidden(ctx, func() error { return t.userGet(ctx, ns, "o-0") }); err != nil {
+			return nil, fmt.Errorf("get as %s %s: %w", readerUser, name, err)
+		}
+		v, err = parallel(*getN, 16, func(i int) error { return t.userGet(ctx, ns, fmt.Sprintf("o-%d", i%*listSize)) })
+		if err != nil {
+			return nil, fmt.Errorf("get as %s %s: %w", readerUser, name, err)
+		}
+		userGet.Values[name] = v
 		var times []float64
 		for range 5 {
 			start := time.Now()
@@ -606,7 +661,73 @@ func apiCases(ctx context.Context, c *cluster.Cluster, targets map[string]target
 		lat.Values[name] = median(times)
 	}
 	fmt.Fprintln(os.Stderr, "bench-e2e: get, LIST and watch done")
-	return append(rows, get, list, lat), nil
+	return append(rows, get, userGet, list, lat), nil
+}
+
+// readerUser is the service account the "RBAC user" gets are made as.
+const (
+	readerNamespace = "bench-reader"
+	readerName      = "reader"
+	readerUser      = "system:serviceaccount:" + readerNamespace + ":" + readerName
+)
+
+// readerConfig makes readerUser (a service account, so outside
+// system:masters), lets it get CRD objects, StatefulSets and Flocks in every
+// namespace, and returns cfg with its token instead of the admin's
+// certificate.
+func readerConfig(ctx context.Context, kube kubernetes.Interface, cfg *rest.Config) (*rest.Config, error) {
+	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: readerNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	if _, err := kube.CoreV1().ServiceAccounts(readerNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: readerName}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-reader"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{crdGVR.Group}, Resources: []string{crdGVR.Resource}, Verbs: []string{"get"}},
+			{APIGroups: []string{appsv1.GroupName}, Resources: []string{"statefulsets"}, Verbs: []string{"get"}},
+			{APIGroups: []string{flockv1alpha1.GroupName}, Resources: []string{"flocks"}, Verbs: []string{"get"}},
+		},
+	}
+	if _, err := kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: readerNamespace, Name: readerName}},
+	}
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	tr, err := kube.CoreV1().ServiceAccounts(readerNamespace).CreateToken(ctx, readerName, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(6 * 3600))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	r := rest.AnonymousClientConfig(cfg)
+	r.QPS, r.Burst = cfg.QPS, cfg.Burst
+	r.BearerToken = tr.Status.Token
+	return r, nil
+}
+
+// retryForbidden calls f until it is not refused for a while (RBAC reaches
+// the authorizers' caches within seconds), at most 30 s.
+func retryForbidden(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := f()
+		if err == nil || !(apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 func awaitAdded(w watch.Interface, name string) error {
