@@ -343,26 +343,40 @@ func podTemplate(labels map[string]string) corev1.PodTemplateSpec {
 	}
 }
 
+// clientSet is one identity's clients of the four targets.
+type clientSet struct {
+	kube          kubernetes.Interface
+	dyn           dynamic.Interface
+	fAgg, fDirect flockclient.Interface
+}
+
+// clientsFor returns cfg's clients, the Flock ones both through the
+// aggregator and straight at flock-apiserver (flockURL).
+func clientsFor(cfg *rest.Config, flockURL string) (clientSet, error) {
+	var cs clientSet
+	var err error
+	direct := rest.CopyConfig(cfg)
+	direct.Host = flockURL
+	if cs.kube, err = kubernetes.NewForConfig(cfg); err != nil {
+		return cs, err
+	}
+	if cs.dyn, err = dynamic.NewForConfig(cfg); err != nil {
+		return cs, err
+	}
+	if cs.fAgg, err = flockclient.NewForConfig(cfg); err != nil {
+		return cs, err
+	}
+	cs.fDirect, err = flockclient.NewForConfig(direct)
+	return cs, err
+}
+
 func newTargets(ctx context.Context, c *cluster.Cluster) (map[string]target, error) {
 	agg := fast(c.RESTConfig)
-	direct := rest.CopyConfig(agg)
-	direct.Host = c.FlockAPIServerURL
-	kube, err := kubernetes.NewForConfig(agg)
+	admin, err := clientsFor(agg, c.FlockAPIServerURL)
 	if err != nil {
 		return nil, err
 	}
-	fAgg, err := flockclient.NewForConfig(agg)
-	if err != nil {
-		return nil, err
-	}
-	fDirect, err := flockclient.NewForConfig(direct)
-	if err != nil {
-		return nil, err
-	}
-	dyn, err := dynamic.NewForConfig(agg)
-	if err != nil {
-		return nil, err
-	}
+	kube, dyn, fAgg, fDirect := admin.kube, admin.dyn, admin.fAgg, admin.fDirect
 	if err := installCRD(ctx, agg); err != nil {
 		return nil, err
 	}
@@ -370,24 +384,11 @@ func newTargets(ctx context.Context, c *cluster.Cluster) (map[string]target, err
 	if err != nil {
 		return nil, err
 	}
-	rDirect := rest.CopyConfig(rAgg)
-	rDirect.Host = c.FlockAPIServerURL
-	rKube, err := kubernetes.NewForConfig(rAgg)
+	reader, err := clientsFor(rAgg, c.FlockAPIServerURL)
 	if err != nil {
 		return nil, err
 	}
-	rDyn, err := dynamic.NewForConfig(rAgg)
-	if err != nil {
-		return nil, err
-	}
-	rfAgg, err := flockclient.NewForConfig(rAgg)
-	if err != nil {
-		return nil, err
-	}
-	rfDirect, err := flockclient.NewForConfig(rDirect)
-	if err != nil {
-		return nil, err
-	}
+	rKube, rDyn, rfAgg, rfDirect := reader.kube, reader.dyn, reader.fAgg, reader.fDirect
 	flockGet := func(fc flockclient.Interface) func(ctx context.Context, ns, name string) error {
 		return func(ctx context.Context, ns, name string) error {
 			_, err := fc.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
