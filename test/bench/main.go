@@ -388,10 +388,22 @@ func newTargets(ctx context.Context, c *cluster.Cluster) (map[string]target, err
 	if err != nil {
 		return nil, err
 	}
-	rKube, rDyn, rfAgg, rfDirect := reader.kube, reader.dyn, reader.fAgg, reader.fDirect
-	flockGet := func(fc flockclient.Interface) func(ctx context.Context, ns, name string) error {
+	type getFunc = func(ctx context.Context, ns, name string) error
+	flockGet := func(fc flockclient.Interface) getFunc {
 		return func(ctx context.Context, ns, name string) error {
 			_, err := fc.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
+			return err
+		}
+	}
+	crdGet := func(cs clientSet) getFunc {
+		return func(ctx context.Context, ns, name string) error {
+			_, err := cs.dyn.Resource(crdGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+			return err
+		}
+	}
+	stsGet := func(cs clientSet) getFunc {
+		return func(ctx context.Context, ns, name string) error {
+			_, err := cs.kube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
 			return err
 		}
 	}
@@ -421,14 +433,8 @@ func newTargets(ctx context.Context, c *cluster.Cluster) (map[string]target, err
 				_, err := dyn.Resource(crdGVR).Namespace(ns).Create(ctx, crdObject(ns, name), metav1.CreateOptions{})
 				return err
 			},
-			get: func(ctx context.Context, ns, name string) error {
-				_, err := dyn.Resource(crdGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-				return err
-			},
-			userGet: func(ctx context.Context, ns, name string) error {
-				_, err := rDyn.Resource(crdGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-				return err
-			},
+			get:     crdGet(admin),
+			userGet: crdGet(reader),
 			list: func(ctx context.Context, ns string) (int, error) {
 				l, err := dyn.Resource(crdGVR).Namespace(ns).List(ctx, metav1.ListOptions{})
 				if err != nil {
@@ -445,14 +451,8 @@ func newTargets(ctx context.Context, c *cluster.Cluster) (map[string]target, err
 				_, err := kube.AppsV1().StatefulSets(ns).Create(ctx, benchStatefulSet(ns, name, 0, ""), metav1.CreateOptions{})
 				return err
 			},
-			get: func(ctx context.Context, ns, name string) error {
-				_, err := kube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
-				return err
-			},
-			userGet: func(ctx context.Context, ns, name string) error {
-				_, err := rKube.AppsV1().StatefulSets(ns).Get(ctx, name, metav1.GetOptions{})
-				return err
-			},
+			get:     stsGet(admin),
+			userGet: stsGet(reader),
 			list: func(ctx context.Context, ns string) (int, error) {
 				l, err := kube.AppsV1().StatefulSets(ns).List(ctx, metav1.ListOptions{})
 				if err != nil {
@@ -464,8 +464,8 @@ func newTargets(ctx context.Context, c *cluster.Cluster) (map[string]target, err
 				return kube.AppsV1().StatefulSets(ns).Watch(ctx, metav1.ListOptions{})
 			},
 		},
-		tFlockAgg:  flockTarget(fAgg, rfAgg),
-		tFlockDirs: flockTarget(fDirect, rfDirect),
+		tFlockAgg:  flockTarget(fAgg, reader.fAgg),
+		tFlockDirs: flockTarget(fDirect, reader.fDirect),
 	}, nil
 }
 
