@@ -203,7 +203,11 @@ func cacheKey(pod *corev1.Pod) (string, error) {
 func (p *Plugin) dryRun(ctx context.Context, pod *corev1.Pod) answer {
 	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
+	// Protobuf, as the controller's own typed clients send pods: a raw
+	// request would default to JSON, which kube-apiserver decodes and
+	// encodes more slowly on every Flock create (issue 17).
 	res := p.client.CoreV1().RESTClient().Post().
+		UseProtobufAsDefault().
 		Namespace(pod.Namespace).
 		Resource("pods").
 		VersionedParams(&metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldManager: flockcontroller.FieldManager}, scheme.ParameterCodec).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apiserver/pkg/admission"
 	"k8s.io/apiserver/pkg/warning"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
 	"flock.dev/flock/pkg/apis/flock"
@@ -40,8 +42,11 @@ type fakeCluster struct {
 }
 
 func (c *fakeCluster) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// The body is protobuf or JSON, as its Content-Type says.
 	var pod corev1.Pod
-	_ = json.NewDecoder(r.Body).Decode(&pod)
+	if body, err := io.ReadAll(r.Body); err == nil {
+		_, _, _ = scheme.Codecs.UniversalDeserializer().Decode(body, nil, &pod)
+	}
 	c.mu.Lock()
 	c.requests = append(c.requests, r)
 	c.pods = append(c.pods, pod)
@@ -144,6 +149,9 @@ func TestDryRunSendsTheControllersMemberPod(t *testing.T) {
 	r, pod := c.requests[0], c.pods[0]
 	if r.Method != http.MethodPost || r.URL.Path != "/api/v1/namespaces/db/pods" {
 		t.Errorf("request %s %s, want POST /api/v1/namespaces/db/pods", r.Method, r.URL.Path)
+	}
+	if ct, accept := r.Header.Get("Content-Type"), r.Header.Get("Accept"); ct != runtime.ContentTypeProtobuf || !strings.HasPrefix(accept, runtime.ContentTypeProtobuf+",") {
+		t.Errorf("Content-Type %q, Accept %q; want protobuf, as the controller's typed clients send pods", ct, accept)
 	}
 	if q := r.URL.Query(); q.Get("dryRun") != "All" || q.Get("fieldManager") != "flock-controller" {
 		t.Errorf("query %v, want dryRun=All and fieldManager=flock-controller", q)
