@@ -587,6 +587,7 @@ func apiCases(ctx context.Context, c *cluster.Cluster, targets map[string]target
 				return nil, err
 			}
 			t := targets[name]
+			settleBefore(ctx, c, r.Case, name)
 			v, err := parallel(*createN, conc, func(i int) error { return t.create(ctx, ns, fmt.Sprintf("o-%d", i)) })
 			if err != nil {
 				return nil, fmt.Errorf("%s %s: %w", r.Case, name, err)
@@ -610,6 +611,7 @@ func apiCases(ctx context.Context, c *cluster.Cluster, targets map[string]target
 		if _, err := parallel(*listSize, 16, func(i int) error { return t.create(ctx, ns, fmt.Sprintf("o-%d", i)) }); err != nil {
 			return nil, fmt.Errorf("filling %s: %w", name, err)
 		}
+		settleBefore(ctx, c, "get", name)
 		v, err := parallel(*getN, 16, func(i int) error { return t.get(ctx, ns, fmt.Sprintf("o-%d", i%*listSize)) })
 		if err != nil {
 			return nil, fmt.Errorf("get %s: %w", name, err)
@@ -640,6 +642,7 @@ func apiCases(ctx context.Context, c *cluster.Cluster, targets map[string]target
 		if err := newNamespace(ctx, c, wns); err != nil {
 			return nil, err
 		}
+		settleBefore(ctx, c, "create->watch", name)
 		w, err := t.watch(ctx, wns)
 		if err != nil {
 			return nil, err

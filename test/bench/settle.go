@@ -1,0 +1,150 @@
+// This file waits, between the API cases' targets, until the controllers
+// have caught up with the objects the last target made, so that one
+// target's follow-up work (a Flock's status, Service, budget and revision;
+// a StatefulSet's revision and status; kube-controller-manager's endpoints
+// and budgets' status) is not measured as the next target's.
+
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"flock.dev/flock/test/cluster"
+)
+
+// settleMax bounds one wait; settlePoll is how long the control plane's CPU
+// is sampled between reads of the queues; settleCores is the CPU (in cores,
+// all processes of the control plane together) under which it counts as
+// idle: kube-apiserver rebuilding its OpenAPI after the CRD's install, the
+// garbage collector or kwok's heartbeats of 50 nodes are not queues.
+const (
+	settleMax   = 3 * time.Minute
+	settlePoll  = 250 * time.Millisecond
+	settleCores = 0.3
+)
+
+// settle waits until every work queue of flock-apiserver's controllers and
+// of kube-controller-manager is empty with nothing in progress
+// (workqueue_depth and workqueue_unfinished_work_seconds all 0) and the
+// control plane uses less than settleCores, at two reads in a row, at most
+// settleMax (it then says so and returns). It returns how long it waited.
+func settle(ctx context.Context, c *cluster.Cluster) time.Duration {
+	start := time.Now()
+	urls := []string{c.FlockAPIServerURL, "https://127.0.0.1:" + strconv.Itoa(c.Ports.ControllerManager)}
+	idleReads, busy := 0, ""
+	for time.Since(start) < settleMax && ctx.Err() == nil {
+		busy = ""
+		for _, url := range urls {
+			b, err := queuesBusy(ctx, c, url)
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "bench-e2e: reading the work queues of %s: %v; not waiting\n", url, err)
+				return time.Since(start)
+			}
+			if b != "" {
+				busy = b
+				break
+			}
+		}
+		if busy == "" {
+			if cores := planeCPU(c, settlePoll); cores > settleCores {
+				busy = fmt.Sprintf("the control plane used %.2f cores", cores)
+			}
+		}
+		if busy == "" {
+			if idleReads++; idleReads == 2 {
+				return time.Since(start)
+			}
+		} else {
+			idleReads = 0
+		}
+	}
+	fmt.Fprintf(os.Stderr, "bench-e2e: the controllers were still busy after %s (%s); measuring anyway\n", settleMax, busy)
+	return time.Since(start)
+}
+
+// planeCPU returns the CPU the control plane's processes used over d, in
+// cores (it sleeps d).
+func planeCPU(c *cluster.Cluster, d time.Duration) float64 {
+	before := planeTicks(c)
+	start := time.Now()
+	time.Sleep(d)
+	return (planeTicks(c) - before) / clockTicks / time.Since(start).Seconds()
+}
+
+// clockTicks is the kernel's USER_HZ, the unit of /proc/<pid>/stat's times.
+const clockTicks = 100
+
+// planeTicks sums the user and system time of the control plane's
+// processes, in clock ticks.
+func planeTicks(c *cluster.Cluster) float64 {
+	var sum float64
+	for _, p := range c.Processes() {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID()))
+		if err != nil {
+			continue
+		}
+		s := string(data)
+		// Fields after the command (in parentheses): utime and stime are
+		// the 12th and 13th.
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		sum += ut + st
+	}
+	return sum
+}
+
+// queuesBusy reads the work queue metrics of the server at url and returns
+// the first queue with work queued or in progress ("" when none has).
+func queuesBusy(ctx context.Context, c *cluster.Cluster, url string) (string, error) {
+	cfg := rest.CopyConfig(c.RESTConfig)
+	cfg.Host = url
+	cfg.Timeout = 10 * time.Second
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return "", err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "workqueue_depth{") && !strings.HasPrefix(line, "workqueue_unfinished_work_seconds{") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil && v > 0 {
+			return line[:i], nil
+		}
+	}
+	return "", sc.Err()
+}
+
+// settleBefore settles before target's part of case and logs the wait.
+func settleBefore(ctx context.Context, c *cluster.Cluster, what, target string) {
+	d := settle(ctx, c)
+	fmt.Fprintf(os.Stderr, "bench-e2e: %s, %s: the controllers settled in %s\n", what, target, d.Round(time.Millisecond))
+}
