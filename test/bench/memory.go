@@ -242,33 +242,43 @@ func saveHeapProfile(ctx context.Context, c *cluster.Cluster, path string) error
 // savePprof fetches one /debug/pprof endpoint of the server at url (flock-apiserver
 // or kube-apiserver) as admin.
 func savePprof(ctx context.Context, c *cluster.Cluster, url, endpoint string, timeout time.Duration, path string) error {
-	cfg := rest.CopyConfig(c.RESTConfig)
-	cfg.Host = url
-	cfg.Timeout = timeout
-	client, err := rest.HTTPClientFor(cfg)
+	data, err := adminGet(ctx, c, url, "/debug/pprof/"+endpoint, timeout)
 	if err != nil {
 		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/debug/pprof/"+endpoint, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %.200s", resp.Status, data)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
 	return os.WriteFile(path, data, 0o644)
+}
+
+// adminGet reads path from the server at url (flock-apiserver or one of the
+// control plane's components) as the admin, and returns the body of a 200.
+func adminGet(ctx context.Context, c *cluster.Cluster, url, path string, timeout time.Duration) ([]byte, error) {
+	cfg := rest.CopyConfig(c.RESTConfig)
+	cfg.Host = url
+	cfg.Timeout = timeout
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s: %s: %.200s", path, resp.Status, data)
+	}
+	return data, nil
 }
 
 // printMemory prints the memory case: one row per stage, one column per
