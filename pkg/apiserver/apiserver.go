@@ -73,13 +73,9 @@ func init() {
 type ExtraConfig struct {
 	// Validation carries the server flags that validation depends on.
 	Validation validation.Options
-	// FlockInformers are informers on flock-apiserver itself, shared by
-	// admission and the controller.
+	// FlockInformers are informers on flock-apiserver itself (through the
+	// loopback client), shared by admission and the controller.
 	FlockInformers flockinformers.SharedInformerFactory
-	// FlockFeed feeds FlockInformers' Flock informer from the server's
-	// storage; New gives it that storage (nil: the informer reads
-	// through its client).
-	FlockFeed *FlockFeed
 	// ControllerClientConfig reaches the core cluster as the controller, the
 	// identity that creates member pods (nil when standalone).
 	ControllerClientConfig *rest.Config
@@ -135,9 +131,6 @@ func (c completedConfig) New() (*FlockServer, error) {
 	}
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, err
-	}
-	if c.ExtraConfig.FlockFeed != nil {
-		c.ExtraConfig.FlockFeed.SetStorage(storage.Flock)
 	}
 
 	if rh := c.GenericConfig.Authentication.RequestHeaderConfig; rh != nil && rh.CAContentProvider != nil {

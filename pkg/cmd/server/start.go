@@ -91,14 +91,13 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	var (
 		flockInformers   flockinformers.SharedInformerFactory
 		controllerConfig *rest.Config
-		flockFeed        = apiserver.NewFlockFeed()
 	)
 	o.RecommendedOptions.ExtraAdmissionInitializers = func(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
 		client, err := versioned.NewForConfig(c.LoopbackClientConfig)
 		if err != nil {
 			return nil, err
 		}
-		flockInformers = newFlockInformers(client, flockFeed)
+		flockInformers = newFlockInformers(client)
 		if controllerConfig, err = o.controllerClientConfig(c.ClientConfig); err != nil {
 			return nil, err
 		}
@@ -124,14 +123,13 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		flockInformers = newFlockInformers(client, flockFeed)
+		flockInformers = newFlockInformers(client)
 	}
 	return &apiserver.Config{
 		GenericConfig: cfg,
 		ExtraConfig: apiserver.ExtraConfig{
 			Validation:             validation.Options{AllowHostAccess: o.AllowHostAccess},
 			FlockInformers:         flockInformers,
-			FlockFeed:              flockFeed,
 			ControllerClientConfig: controllerConfig,
 			Controller: apiserver.ControllerConfig{
 				Enabled:        o.ControllerEnabled(ControllerFlock),
@@ -248,8 +246,9 @@ func (o *Options) Run(ctx context.Context) error {
 }
 
 // newFlockInformers returns the informer factory on flock-apiserver itself
-// (shared by admission and the controller), its Flocks read from the
-// server's storage in process (feed); its caches hold no managedFields.
-func newFlockInformers(client versioned.Interface, feed *apiserver.FlockFeed) flockinformers.SharedInformerFactory {
-	return apiserver.NewFlockInformers(client, feed, flockcontroller.TrimManagedFields)
+// (shared by admission and the controller); its caches hold no
+// managedFields.
+func newFlockInformers(client versioned.Interface) flockinformers.SharedInformerFactory {
+	return flockinformers.NewSharedInformerFactoryWithOptions(client, 0,
+		flockinformers.WithTransform(flockcontroller.TrimManagedFields))
 }
