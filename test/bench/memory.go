@@ -54,6 +54,13 @@ func memoryCase(ctx context.Context, c *cluster.Cluster, n int, heapPath string)
 			if err := saveHeapProfile(ctx, c, path); err != nil {
 				fmt.Fprintln(os.Stderr, "bench-e2e: no heap profile:", err)
 			}
+			// Its metrics too: the watch cache's capacity and the Go
+			// runtime's heap, to read the profile by.
+			if data, err := adminGet(ctx, c, c.FlockAPIServerURL, "/metrics", 30*time.Second); err != nil {
+				fmt.Fprintln(os.Stderr, "bench-e2e: no metrics:", err)
+			} else if err := os.WriteFile(strings.TrimSuffix(path, ".pprof")+".metrics", data, 0o644); err != nil {
+				fmt.Fprintln(os.Stderr, "bench-e2e: no metrics:", err)
+			}
 		}
 		fmt.Fprintf(os.Stderr, "bench-e2e: memory: %s: %v\n", stage, stages[len(stages)-1].RSSMiB)
 	}

@@ -48,7 +48,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, op
 
 		TableConvertor: tableConvertor{},
 	}
-	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: optsGetter, AttrFunc: GetAttrs}); err != nil {
+	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: withSharedVersions(optsGetter), AttrFunc: GetAttrs}); err != nil {
 		return Storage{}, err
 	}
 	statusStore := *store

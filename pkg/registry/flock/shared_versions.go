@@ -1,0 +1,336 @@
+package flock
+
+import (
+	"context"
+	"maps"
+	"reflect"
+	"slices"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/registry/generic"
+	"k8s.io/apiserver/pkg/storage"
+	cacherstorage "k8s.io/apiserver/pkg/storage/cacher"
+	"k8s.io/apiserver/pkg/storage/storagebackend"
+	"k8s.io/apiserver/pkg/storage/storagebackend/factory"
+	"k8s.io/client-go/tools/cache"
+
+	"flock.dev/flock/pkg/apis/flock"
+)
+
+// The watch cache in front of etcd (k8s.io/apiserver's cacher) keeps every
+// Flock and, for at least 75 s after a burst of writes and until later writes
+// push them out, each version those writes made: a watch may start at any of
+// them. Each version is decoded from etcd on its own, so a Flock whose status
+// was written five times is held six times over, spec, pod template,
+// annotations and managed fields included, although only its status changed.
+// In issue 17's memory case (1,000 Flocks x 3) those versions were a third of
+// flock-apiserver's live heap.
+//
+// sharedVersionsDecorator is the watch cache of k8s.io/apiserver with one
+// change: the watch from etcd that feeds the cache gives each new version of a
+// Flock the values of the version before it for every part the two hold
+// equal (see shareUnchanged). The cache treats the objects it holds as
+// read-only (a reader that changes one copies it first), so a part two
+// versions share is as safe as the object itself.
+
+// withSharedVersions returns getter with the watch-cache decorator replaced
+// by sharedVersionsDecorator; a getter without a watch cache
+// (--watch-cache=false) is left as it is.
+func withSharedVersions(getter generic.RESTOptionsGetter) generic.RESTOptionsGetter {
+	return sharedVersionsGetter{getter}
+}
+
+type sharedVersionsGetter struct{ generic.RESTOptionsGetter }
+
+func (g sharedVersionsGetter) GetRESTOptions(resource schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
+	opts, err := g.RESTOptionsGetter.GetRESTOptions(resource, example)
+	if err != nil || opts.Decorator == nil || isUndecorated(opts.Decorator) {
+		return opts, err
+	}
+	opts.Decorator = sharedVersionsDecorator
+	return opts, nil
+}
+
+// isUndecorated reports whether d is generic.UndecoratedStorage, what the
+// server's etcd options give when the watch cache is off.
+func isUndecorated(d generic.StorageDecorator) bool {
+	return reflect.ValueOf(d).Pointer() == reflect.ValueOf(generic.UndecoratedStorage).Pointer()
+}
+
+// sharedVersionsDecorator builds the Flock storage: etcd, and in front of it
+// the watch cache, which lists and watches etcd through versionSharingStorage.
+// Reads that bypass the cache (and every write) go to etcd as they are.
+func sharedVersionsDecorator(
+	config *storagebackend.ConfigForResource,
+	resourcePrefix string,
+	keyFunc func(obj runtime.Object) (string, error),
+	newFunc func() runtime.Object,
+	newListFunc func() runtime.Object,
+	getAttrsFunc storage.AttrFunc,
+	triggerFuncs storage.IndexerFuncs,
+	indexers *cache.Indexers,
+) (storage.Interface, factory.DestroyFunc, error) {
+	etcd, destroyEtcd, err := generic.NewRawStorage(config, newFunc, newListFunc, resourcePrefix)
+	if err != nil {
+		return nil, nil, err
+	}
+	cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
+		Storage:             versionSharingStorage{etcd},
+		Versioner:           storage.APIObjectVersioner{},
+		GroupResource:       config.GroupResource,
+		EventsHistoryWindow: config.EventsHistoryWindow,
+		ResourcePrefix:      resourcePrefix,
+		KeyFunc:             keyFunc,
+		NewFunc:             newFunc,
+		NewListFunc:         newListFunc,
+		GetAttrsFunc:        getAttrsFunc,
+		IndexerFuncs:        triggerFuncs,
+		Indexers:            indexers,
+		Codec:               config.Codec,
+	})
+	if err != nil {
+		destroyEtcd()
+		return nil, nil, err
+	}
+	front := cacherstorage.NewCacheDelegator(cacher, etcd)
+	var stop sync.Once
+	return front, func() {
+		stop.Do(func() {
+			front.Stop()
+			cacher.Stop()
+			destroyEtcd()
+		})
+	}, nil
+}
+
+// versionSharingStorage is etcd's storage as the watch cache sees it: its
+// watches pass each Flock through shareUnchanged with the version of the same
+// Flock that the watch delivered before.
+type versionSharingStorage struct{ storage.Interface }
+
+func (s versionSharingStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
+	in, err := s.Interface.Watch(ctx, key, opts)
+	if err != nil {
+		return nil, err
+	}
+	w := &sharingWatch{in: in, out: make(chan watch.Event), done: make(chan struct{})}
+	go w.loop(newVersionSharer())
+	return w, nil
+}
+
+// sharingWatch passes the events of in through a versionSharer. Unlike
+// watch.Filter it does not block for ever on an event nobody reads once the
+// watch is stopped.
+type sharingWatch struct {
+	in   watch.Interface
+	out  chan watch.Event
+	done chan struct{}
+	stop sync.Once
+}
+
+func (w *sharingWatch) ResultChan() <-chan watch.Event { return w.out }
+
+func (w *sharingWatch) Stop() {
+	w.stop.Do(func() {
+		close(w.done)
+		w.in.Stop()
+	})
+}
+
+func (w *sharingWatch) loop(s *versionSharer) {
+	defer close(w.out)
+	for e := range w.in.ResultChan() {
+		select {
+		case w.out <- s.event(e):
+		case <-w.done:
+			return
+		}
+	}
+}
+
+// versionSharer remembers the last version of each Flock one watch
+// delivered, and the managed field sets (a manager's list of the fields it
+// set, about a kilobyte each) it saw last: Flocks made by the same tool, or
+// at the same step of the controller's work, have equal field sets, so one
+// copy serves them all. It is used by that watch's one goroutine only.
+type versionSharer struct {
+	last      map[string]*flock.Flock
+	fieldSets map[string]*metav1.FieldsV1
+}
+
+// maxFieldSets bounds versionSharer.fieldSets; when it is full it starts
+// again empty (the objects keep the copies they share).
+const maxFieldSets = 1024
+
+func newVersionSharer() *versionSharer {
+	return &versionSharer{last: map[string]*flock.Flock{}, fieldSets: map[string]*metav1.FieldsV1{}}
+}
+
+// shareFieldSets gives each managed-fields entry of f the one copy of its
+// field set this watch keeps.
+func (v *versionSharer) shareFieldSets(f *flock.Flock) {
+	for i := range f.ManagedFields {
+		fs := f.ManagedFields[i].FieldsV1
+		if fs == nil {
+			continue
+		}
+		if kept, ok := v.fieldSets[string(fs.Raw)]; ok {
+			f.ManagedFields[i].FieldsV1 = kept
+			continue
+		}
+		if len(v.fieldSets) >= maxFieldSets {
+			clear(v.fieldSets)
+		}
+		v.fieldSets[string(fs.Raw)] = fs
+	}
+}
+
+func (v *versionSharer) event(e watch.Event) watch.Event {
+	obj := e.Object
+	if w, ok := obj.(interface{ Unwrap() runtime.Object }); ok {
+		obj = w.Unwrap() // etcd's watch wraps each object with the time it was read
+	}
+	cur, ok := obj.(*flock.Flock)
+	if !ok || e.Type == watch.Bookmark {
+		return e // bookmarks and errors
+	}
+	key := cur.Namespace + "/" + cur.Name
+	switch e.Type {
+	case watch.Added, watch.Modified:
+		if prev := v.last[key]; prev != nil && prev.UID == cur.UID {
+			shareUnchanged(prev, cur)
+		}
+		v.shareFieldSets(cur)
+		v.last[key] = cur
+	case watch.Deleted:
+		delete(v.last, key)
+	}
+	return e
+}
+
+// shareUnchanged gives cur, a newer version of the Flock prev, prev's value
+// of each part the two hold equal: the name and namespace, labels,
+// annotations, finalizers, owner references, each managed-fields entry's
+// time, the spec, and the status's revisions, members and conditions
+// (each member and condition, or its names and messages, where not all are
+// equal). Equal means equal as encoded: nil and empty stay apart.
+func shareUnchanged(prev, cur *flock.Flock) {
+	shareString(&cur.Name, prev.Name)
+	shareString(&cur.Namespace, prev.Namespace)
+	if cur.UID == prev.UID {
+		cur.UID = prev.UID
+	}
+	if sameMap(prev.Labels, cur.Labels) {
+		cur.Labels = prev.Labels
+	}
+	if sameMap(prev.Annotations, cur.Annotations) {
+		cur.Annotations = prev.Annotations
+	}
+	if sameSlice(prev.Finalizers, cur.Finalizers, slices.Equal) {
+		cur.Finalizers = prev.Finalizers
+	}
+	if reflect.DeepEqual(prev.OwnerReferences, cur.OwnerReferences) {
+		cur.OwnerReferences = prev.OwnerReferences
+	}
+	shareEntryTimes(prev.ManagedFields, cur.ManagedFields)
+	if reflect.DeepEqual(prev.Spec, cur.Spec) {
+		cur.Spec = prev.Spec
+	}
+	st, pst := &cur.Status, &prev.Status
+	for _, f := range [][2]*string{{&st.CurrentRevision, &pst.CurrentRevision}, {&st.UpdateRevision, &pst.UpdateRevision}, {&st.Selector, &pst.Selector}} {
+		shareString(f[0], *f[1])
+	}
+	if reflect.DeepEqual(pst.Members, st.Members) {
+		st.Members = pst.Members
+	} else {
+		shareMembers(pst.Members, st.Members)
+	}
+	if reflect.DeepEqual(pst.Conditions, st.Conditions) {
+		st.Conditions = pst.Conditions
+	} else {
+		shareConditions(pst.Conditions, st.Conditions)
+	}
+}
+
+// shareMembers gives each member of cur prev's entry of the same ordinal
+// when the two are equal, and otherwise that entry's names (node, pod,
+// claim, volume...) where they are equal.
+func shareMembers(prev, cur []flock.FlockMember) {
+	for i := range cur {
+		if i >= len(prev) || prev[i].Ordinal != cur[i].Ordinal {
+			continue
+		}
+		p, c := &prev[i], &cur[i]
+		if reflect.DeepEqual(*p, *c) {
+			*c = *p
+			continue
+		}
+		shareString(&c.Node, p.Node)
+		shareString(&c.Pod, p.Pod)
+		shareString(&c.Hostname, p.Hostname)
+		shareString(&c.Revision, p.Revision)
+		shareString(&c.PersistentVolume, p.PersistentVolume)
+		shareString(&c.Claim, p.Claim)
+		shareString(&c.Message, p.Message)
+	}
+}
+
+// shareConditions does for conditions what shareMembers does for members,
+// matching them by type.
+func shareConditions(prev, cur []metav1.Condition) {
+	for i := range cur {
+		c := &cur[i]
+		j := slices.IndexFunc(prev, func(p metav1.Condition) bool { return p.Type == c.Type })
+		if j < 0 {
+			continue
+		}
+		p := &prev[j]
+		if *p == *c {
+			*c = *p
+			continue
+		}
+		shareString(&c.Type, p.Type)
+		shareString(&c.Reason, p.Reason)
+		shareString(&c.Message, p.Message)
+	}
+}
+
+// shareString points *dst at src's bytes when the two are equal.
+func shareString(dst *string, src string) {
+	if *dst == src {
+		*dst = src
+	}
+}
+
+// shareEntryTimes gives each managed-fields entry of cur the time and API
+// version of prev's entry of the same manager, operation and subresource
+// when they are equal (versionSharer.shareFieldSets shares the field sets).
+func shareEntryTimes(prev, cur []metav1.ManagedFieldsEntry) {
+	for i := range cur {
+		c := &cur[i]
+		for j := range prev {
+			p := &prev[j]
+			if p.Manager != c.Manager || p.Operation != c.Operation || p.Subresource != c.Subresource {
+				continue
+			}
+			if p.Time != nil && c.Time != nil && p.Time.Equal(c.Time) {
+				c.Time = p.Time
+			}
+			shareString(&c.APIVersion, p.APIVersion)
+			shareString(&c.Manager, p.Manager)
+			break
+		}
+	}
+}
+
+func sameMap(a, b map[string]string) bool {
+	return (a == nil) == (b == nil) && maps.Equal(a, b)
+}
+
+func sameSlice[T any](a, b []T, eq func(a, b []T) bool) bool {
+	return (a == nil) == (b == nil) && eq(a, b)
+}
