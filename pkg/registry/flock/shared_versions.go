@@ -221,16 +221,14 @@ func (v *versionSharer) event(e watch.Event) watch.Event {
 func shareUnchanged(prev, cur *flock.Flock) {
 	shareString(&cur.Name, prev.Name)
 	shareString(&cur.Namespace, prev.Namespace)
-	if cur.UID == prev.UID {
-		cur.UID = prev.UID
-	}
+	cur.UID = prev.UID // one Flock: the same UID
 	if sameMap(prev.Labels, cur.Labels) {
 		cur.Labels = prev.Labels
 	}
 	if sameMap(prev.Annotations, cur.Annotations) {
 		cur.Annotations = prev.Annotations
 	}
-	if sameSlice(prev.Finalizers, cur.Finalizers, slices.Equal) {
+	if (prev.Finalizers == nil) == (cur.Finalizers == nil) && slices.Equal(prev.Finalizers, cur.Finalizers) {
 		cur.Finalizers = prev.Finalizers
 	}
 	if reflect.DeepEqual(prev.OwnerReferences, cur.OwnerReferences) {
@@ -241,27 +239,32 @@ func shareUnchanged(prev, cur *flock.Flock) {
 		cur.Spec = prev.Spec
 	}
 	st, pst := &cur.Status, &prev.Status
-	for _, f := range [][2]*string{{&st.CurrentRevision, &pst.CurrentRevision}, {&st.UpdateRevision, &pst.UpdateRevision}, {&st.Selector, &pst.Selector}} {
-		shareString(f[0], *f[1])
-	}
-	if reflect.DeepEqual(pst.Members, st.Members) {
+	shareString(&st.CurrentRevision, pst.CurrentRevision)
+	shareString(&st.UpdateRevision, pst.UpdateRevision)
+	shareString(&st.Selector, pst.Selector)
+	if shareMembers(pst.Members, st.Members) {
 		st.Members = pst.Members
-	} else {
-		shareMembers(pst.Members, st.Members)
 	}
-	if reflect.DeepEqual(pst.Conditions, st.Conditions) {
+	if shareConditions(pst.Conditions, st.Conditions) {
 		st.Conditions = pst.Conditions
-	} else {
-		shareConditions(pst.Conditions, st.Conditions)
 	}
+}
+
+// sameShape reports whether two lists have the same length and both or
+// neither are nil (nil and empty encode differently).
+func sameShape[T any](a, b []T) bool {
+	return len(a) == len(b) && (a == nil) == (b == nil)
 }
 
 // shareMembers gives each member of cur prev's entry of the same ordinal
 // when the two are equal, and otherwise that entry's names (node, pod,
-// claim, volume...) where they are equal.
-func shareMembers(prev, cur []flock.FlockMember) {
+// claim, volume...) where they are equal. It reports whether the two lists
+// are equal, so that cur may take prev's list whole.
+func shareMembers(prev, cur []flock.FlockMember) bool {
+	equal := sameShape(prev, cur)
 	for i := range cur {
 		if i >= len(prev) || prev[i].Ordinal != cur[i].Ordinal {
+			equal = false
 			continue
 		}
 		p, c := &prev[i], &cur[i]
@@ -269,6 +272,7 @@ func shareMembers(prev, cur []flock.FlockMember) {
 			*c = *p
 			continue
 		}
+		equal = false
 		shareString(&c.Node, p.Node)
 		shareString(&c.Pod, p.Pod)
 		shareString(&c.Hostname, p.Hostname)
@@ -277,26 +281,33 @@ func shareMembers(prev, cur []flock.FlockMember) {
 		shareString(&c.Claim, p.Claim)
 		shareString(&c.Message, p.Message)
 	}
+	return equal
 }
 
 // shareConditions does for conditions what shareMembers does for members,
-// matching them by type.
-func shareConditions(prev, cur []metav1.Condition) {
+// matching them by type; the lists are equal when each condition is equal
+// to the one at its place in prev.
+func shareConditions(prev, cur []metav1.Condition) bool {
+	equal := sameShape(prev, cur)
 	for i := range cur {
 		c := &cur[i]
 		j := slices.IndexFunc(prev, func(p metav1.Condition) bool { return p.Type == c.Type })
 		if j < 0 {
+			equal = false
 			continue
 		}
 		p := &prev[j]
 		if *p == *c {
 			*c = *p
+			equal = equal && j == i
 			continue
 		}
+		equal = false
 		shareString(&c.Type, p.Type)
 		shareString(&c.Reason, p.Reason)
 		shareString(&c.Message, p.Message)
 	}
+	return equal
 }
 
 // shareString points *dst at src's bytes when the two are equal.
@@ -329,8 +340,4 @@ func shareEntryTimes(prev, cur []metav1.ManagedFieldsEntry) {
 
 func sameMap(a, b map[string]string) bool {
 	return (a == nil) == (b == nil) && maps.Equal(a, b)
-}
-
-func sameSlice[T any](a, b []T, eq func(a, b []T) bool) bool {
-	return (a == nil) == (b == nil) && eq(a, b)
 }
