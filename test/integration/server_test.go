@@ -47,6 +47,8 @@ type server struct {
 	ports  []int  // secure, etcd client, etcd peer
 	proc   *cluster.Process
 	config *rest.Config
+	// args are flags added to every start, changed between restarts.
+	args []string
 }
 
 // startServer starts flock-apiserver standalone (no core cluster: the
@@ -67,7 +69,7 @@ func (s *server) start() {
 	t := s.t
 	t.Helper()
 	var err error
-	s.proc, err = cluster.StartProcess("flock-apiserver", binary, []string{
+	s.proc, err = cluster.StartProcess("flock-apiserver", binary, append([]string{
 		"--insecure-standalone-for-tests",
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(s.ports[0]),
@@ -76,7 +78,7 @@ func (s *server) start() {
 		"--embedded-etcd-client-port=" + strconv.Itoa(s.ports[1]),
 		"--embedded-etcd-peer-port=" + strconv.Itoa(s.ports[2]),
 		"-v=2",
-	}, nil, filepath.Join(s.dir, "flock-apiserver.log"), s.dir)
+	}, s.args...), nil, filepath.Join(s.dir, "flock-apiserver.log"), s.dir)
 	if err != nil {
 		t.Fatal(err)
 	}

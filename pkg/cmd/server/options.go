@@ -30,6 +30,7 @@ import (
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/pkg/apiserver"
 	"flock.dev/flock/pkg/etcd"
+	"flock.dev/flock/pkg/storage/compression"
 )
 
 const (
@@ -80,6 +81,9 @@ type Options struct {
 	// RolloutHaltAfter is how long a new-revision pod may stay not Ready
 	// before a rolling update is reported halted.
 	RolloutHaltAfter time.Duration
+	// StorageCompression is how Flocks are written to etcd: compression.Zstd
+	// or compression.None. Values stored either way are read.
+	StorageCompression string
 	// MemoryLimitRatio is the share of the cgroup's memory limit given to
 	// the Go runtime as its soft memory limit (0: none; GOMEMLIMIT wins).
 	MemoryLimitRatio float64
@@ -163,11 +167,12 @@ func NewOptions() *Options {
 			ResourceName:      "flock-controller",
 			ResourceNamespace: "flock-system",
 		},
-		HelperImage:      flockcontroller.DefaultCleanupImage,
-		HelperNamespace:  flockcontroller.DefaultHelperNamespace,
-		RolloutHaltAfter: flockcontroller.DefaultRolloutHaltAfter,
-		MemoryLimitRatio: 0.9,
-		Logs:             logs.NewOptions(),
+		HelperImage:        flockcontroller.DefaultCleanupImage,
+		HelperNamespace:    flockcontroller.DefaultHelperNamespace,
+		RolloutHaltAfter:   flockcontroller.DefaultRolloutHaltAfter,
+		MemoryLimitRatio:   0.9,
+		StorageCompression: compression.Zstd,
+		Logs:               logs.NewOptions(),
 	}
 	capacity.Register(o.RecommendedOptions.Admission.Plugins)
 	storageclass.Register(o.RecommendedOptions.Admission.Plugins)
@@ -231,6 +236,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	}
 
 	fs = fss.FlagSet("flock")
+	fs.StringVar(&o.StorageCompression, "storage-compression", o.StorageCompression,
+		"How Flocks are written to etcd (embedded or --etcd-servers), before any encryption at rest: zstd (compressed, prefix "+compression.Prefix+") or none (as JSON). Flocks stored either way are read, and rewritten the chosen way on their next update.")
 	fs.StringVar(&o.DataRoot, "data-root", o.DataRoot,
 		"Host directory under which each member's data directory <data-root>/<namespace>/<flock> is created. Users cannot choose host paths.")
 	fs.BoolVar(&o.AllowHostAccess, "allow-host-access", o.AllowHostAccess,
@@ -294,6 +301,9 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.RecommendedOptions.Validate()...)
 	if o.MemoryLimitRatio < 0 || o.MemoryLimitRatio > 1 {
 		errs = append(errs, fmt.Errorf("--memory-limit-ratio must be between 0 (none) and 1, got %g", o.MemoryLimitRatio))
+	}
+	if !slices.Contains(compression.Modes, o.StorageCompression) {
+		errs = append(errs, fmt.Errorf("--storage-compression must be one of %s, got %q", strings.Join(compression.Modes, ", "), o.StorageCompression))
 	}
 	if o.embedded {
 		if o.EmbeddedEtcd.DataDir == "" {

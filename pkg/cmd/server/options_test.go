@@ -25,6 +25,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"same etcd ports", func(o *Options) { o.EmbeddedEtcd.PeerPort = o.EmbeddedEtcd.ClientPort }, []string{"must differ"}},
 		{"bad port", func(o *Options) { o.EmbeddedEtcd.ClientPort = 70000 }, []string{"--embedded-etcd-client-port must be between 1 and 65535"}},
 		{"no defrag", func(o *Options) { o.EmbeddedEtcd.DefragInterval = 0 }, nil},
+		{"storage uncompressed", func(o *Options) { o.StorageCompression = "none" }, nil},
+		{"unknown storage compression", func(o *Options) { o.StorageCompression = "gzip" }, []string{`--storage-compression must be one of zstd, none, got "gzip"`}},
 		{"no soft memory limit", func(o *Options) { o.MemoryLimitRatio = 0 }, nil},
 		{"memory limit ratio over 1", func(o *Options) { o.MemoryLimitRatio = 1.5 }, []string{"--memory-limit-ratio must be between 0 (none) and 1, got 1.5"}},
 		{"negative defrag interval", func(o *Options) { o.EmbeddedEtcd.DefragInterval = -time.Second }, []string{"--embedded-etcd-defrag-interval must be 0 (never) or positive, got -1s"}},

@@ -31,6 +31,7 @@ import (
 	"flock.dev/flock/pkg/generated/clientset/versioned"
 	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
 	generatedopenapi "flock.dev/flock/pkg/generated/openapi"
+	"flock.dev/flock/pkg/storage/compression"
 )
 
 // NewCommand returns the flock-apiserver command.
@@ -111,6 +112,7 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		return nil, err
 	}
 	cfg.Authorization.Authorizer = apiserver.AllNamesFirst(cfg.Authorization.Authorizer)
+	cfg.RESTOptionsGetter = compression.Getter(cfg.RESTOptionsGetter, o.StorageCompression == compression.Zstd)
 	if controllerConfig == nil && cfg.ClientConfig != nil {
 		var err error
 		if controllerConfig, err = o.controllerClientConfig(cfg.ClientConfig); err != nil {
