@@ -7,6 +7,7 @@ package flock
 import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -57,7 +58,8 @@ func TrimNode(obj any) (any, error) {
 // helper whose container has exited 0 is done), its claim volumes (its
 // data, adoption and the data-in-use check; a service account token,
 // ConfigMap or Secret volume goes), and its phase, reason, conditions and
-// container states (readiness, failures, a halted rollout). Containers,
+// containers' names and states (readiness, failures, a halted rollout; of a pod
+// statusRead says nothing reads them of, the phase only). Containers,
 // tolerations, security contexts, IPs and the rest go. No pod is ever
 // written from this cache (the controller creates pods from the Flock's
 // template, and adopts, releases and relabels them with patches), so what
@@ -82,15 +84,48 @@ func TrimPod(obj any) (any, error) {
 			Phase:                 pod.Status.Phase,
 			Reason:                pod.Status.Reason,
 			Conditions:            pod.Status.Conditions,
-			InitContainerStatuses: pod.Status.InitContainerStatuses,
-			ContainerStatuses:     pod.Status.ContainerStatuses,
+			InitContainerStatuses: containerStates(pod.Status.InitContainerStatuses),
+			ContainerStatuses:     containerStates(pod.Status.ContainerStatuses),
 		},
 	}
 	slim.ManagedFields, slim.Annotations = nil, nil
 	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil {
 		slim.Spec.Affinity = &corev1.Affinity{NodeAffinity: a.NodeAffinity}
 	}
+	if !statusRead(slim) {
+		slim.Status = corev1.PodStatus{Phase: pod.Status.Phase}
+	}
 	return slim, nil
+}
+
+// statusRead reports whether the controller reads more of pod's status
+// than its phase: when a Flock controls it (a member), it is a helper, or
+// it mounts a claim (an orphan to adopt, whose status counts once it is
+// adopted, or a pod holding a member's data, for which the phase is read).
+// Any other pod of the cluster is cached for its labels and owner only
+// (they tell whether a Flock's selector takes it); its conditions and
+// container states, a third of a trimmed pod, go (issue 17). A pod that
+// comes to be controlled by a Flock or to be a helper changes in an update,
+// whose new copy keeps them.
+func statusRead(pod *corev1.Pod) bool {
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && isFlockRef(ref) {
+		return true
+	}
+	return pod.Labels[LabelHelper] != "" || len(pod.Spec.Volumes) > 0
+}
+
+// containerStates returns each container's name and state, all the
+// controller reads of a container's status (a failing or exited container,
+// when a helper finished); its image, IDs, resources and volume mounts go.
+func containerStates(statuses []corev1.ContainerStatus) []corev1.ContainerStatus {
+	if statuses == nil {
+		return nil
+	}
+	out := make([]corev1.ContainerStatus, len(statuses))
+	for i, cs := range statuses {
+		out[i] = corev1.ContainerStatus{Name: cs.Name, State: cs.State}
+	}
+	return out
 }
 
 // claimVolumes returns the volumes of vols that mount a claim, or nil.

@@ -5,6 +5,7 @@ package flock
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/ptr"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/pkg/placement"
@@ -34,7 +36,8 @@ func cachedPod(f *v1alpha1.Flock, m v1alpha1.FlockMember, phase corev1.PodPhase,
 		Phase:      phase,
 		Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}},
 		PodIP:      "10.0.0.7",
-		ContainerStatuses: []corev1.ContainerStatus{{Name: "db", RestartCount: 3,
+		ContainerStatuses: []corev1.ContainerStatus{{Name: "db", RestartCount: 3, Image: "postgres:17", ImageID: "sha256:0123",
+			ContainerID: "containerd://4567", VolumeMounts: []corev1.VolumeMountStatus{{Name: "data", MountPath: "/data"}},
 			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}},
 	}
 	return pod
@@ -113,6 +116,11 @@ func TestTrimPodKeepsWhatTheControllerReads(t *testing.T) {
 				t.Errorf("trimmed pod kept managedFields %v, annotations %v, containers %v or pod IP %q",
 					got.ManagedFields, got.Annotations, got.Spec.Containers, got.Status.PodIP)
 			}
+			for _, cs := range append(slices.Clone(got.Status.InitContainerStatuses), got.Status.ContainerStatuses...) {
+				if !equality.Semantic.DeepEqual(cs, corev1.ContainerStatus{Name: cs.Name, State: cs.State}) {
+					t.Errorf("trimmed pod kept more of container %s's status than its name and state: %+v", cs.Name, cs)
+				}
+			}
 			for _, v := range got.Spec.Volumes {
 				if v.PersistentVolumeClaim == nil {
 					t.Errorf("trimmed pod kept volume %q, which mounts no claim", v.Name)
@@ -167,6 +175,70 @@ func TestTrimPodKeepsWhatTheControllerReads(t *testing.T) {
 			}
 			if orig.Labels[LabelHelper] == "" && !hasMemberDataVolume(f, m, got) {
 				t.Errorf("the trimmed pod is no longer recognised as holding member %d's data", m.Ordinal)
+			}
+		})
+	}
+}
+
+// Pods of the cluster that are neither a Flock's members or helpers nor
+// mount a claim keep only the phase of their status; what the controller
+// reads of them (labels, owner, node, phase) comes out the same.
+func TestTrimPodDropsStatusOfUnrelatedPods(t *testing.T) {
+	f := newFlock("pg", 2)
+	m := v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}
+	selector, err := metav1.LabelSelectorAsSelector(f.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unrelated := func() *corev1.Pod {
+		p := cachedPod(f, m, corev1.PodRunning, corev1.ConditionTrue)
+		p.Name, p.Labels = "web-7d9c-x2", map[string]string{"app": "web"}
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d9c", UID: "rs", Controller: ptr.To(true)}}
+		p.Spec.Volumes = p.Spec.Volumes[len(p.Spec.Volumes)-1:] // its service account token only
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+	}{
+		{"another controller's pod", unrelated()},
+		{"a bare pod the Flock's selector matches", func() *corev1.Pod {
+			p := unrelated()
+			p.OwnerReferences, p.Labels = nil, f.Spec.Template.Labels
+			return p
+		}()},
+		{"a failed pod", func() *corev1.Pod {
+			p := unrelated()
+			p.Status.Phase = corev1.PodFailed
+			return p
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			orig := tc.pod.DeepCopy()
+			out, err := TrimPod(tc.pod)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := out.(*corev1.Pod)
+			if want := (corev1.PodStatus{Phase: orig.Status.Phase}); !equality.Semantic.DeepEqual(got.Status, want) {
+				t.Errorf("the trimmed pod's status is %+v, want its phase only", got.Status)
+			}
+			for _, c := range []struct {
+				what      string
+				got, want any
+			}{
+				{"name/namespace/uid", got.Namespace + "/" + got.Name + "/" + string(got.UID), orig.Namespace + "/" + orig.Name + "/" + string(orig.UID)},
+				{"labels", got.Labels, orig.Labels},
+				{"selector match", selector.Matches(labels.Set(got.Labels)), selector.Matches(labels.Set(orig.Labels))},
+				{"controller", metav1.GetControllerOf(got), metav1.GetControllerOf(orig)},
+				{"pinned node", PinnedNode(got), PinnedNode(orig)},
+				{"data volume", hasMemberDataVolume(f, m, got), hasMemberDataVolume(f, m, orig)},
+				{"terminal", isTerminal(got), isTerminal(orig)},
+				{"terminating", isTerminating(got), isTerminating(orig)},
+			} {
+				if !equality.Semantic.DeepEqual(c.got, c.want) {
+					t.Errorf("%s: trimmed %v, cached in full %v", c.what, c.got, c.want)
+				}
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -149,9 +150,44 @@ func GetAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
 	return f.Labels, SelectableFields(f), nil
 }
 
-// SelectableFields are the fields a field selector may use on Flocks.
+// SelectableFields are the fields a field selector may use on Flocks: the
+// name and namespace. The set returned is shared by every version of the
+// Flock (selectableFieldSets) and must not be modified.
 func SelectableFields(f *flock.Flock) fields.Set {
-	return generic.ObjectMetaFieldsSet(&f.ObjectMeta, true)
+	return selectableFieldSets.get(f.Namespace, f.Name)
+}
+
+// selectableFieldSets holds one field set per Flock name. The watch cache
+// asks for the field set of each version of a Flock it keeps, and kept a
+// map of the same two fields for each (3 MiB after a burst of 1,000 x 3
+// members, issue 17); now the versions share it.
+var selectableFieldSets = &fieldSetTable{sets: map[string]fields.Set{}}
+
+// maxSelectableFieldSets bounds fieldSetTable; when it is full it starts
+// over (a set dropped from it stays valid where it is held).
+const maxSelectableFieldSets = 16384
+
+type fieldSetTable struct {
+	mu   sync.RWMutex
+	sets map[string]fields.Set
+}
+
+func (t *fieldSetTable) get(namespace, name string) fields.Set {
+	key := namespace + "/" + name
+	t.mu.RLock()
+	set, ok := t.sets[key]
+	t.mu.RUnlock()
+	if ok {
+		return set
+	}
+	set = generic.ObjectMetaFieldsSet(&metav1.ObjectMeta{Namespace: namespace, Name: name}, true)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.sets) >= maxSelectableFieldSets {
+		clear(t.sets)
+	}
+	t.sets[key] = set
+	return set
 }
 
 // MatchFlock returns a matcher for label and field selectors.

@@ -2,12 +2,14 @@ package flock
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -221,8 +223,38 @@ func TestResetFields(t *testing.T) {
 func TestSelectableFields(t *testing.T) {
 	f := validFlock()
 	fields := SelectableFields(f)
-	if fields["metadata.name"] != "pg" || fields["metadata.namespace"] != "db" {
+	if fields["metadata.name"] != "pg" || fields["metadata.namespace"] != "db" || len(fields) != 2 {
 		t.Errorf("selectable fields: %v", fields)
+	}
+	// Another version of the same Flock shares the set; another Flock,
+	// or the same name in another namespace, has its own.
+	next := validFlock()
+	next.Status.Replicas = 3
+	if again := SelectableFields(next); !samePointer(again, fields) {
+		t.Error("two versions of one Flock got two field sets")
+	}
+	other := validFlock()
+	other.Name = "pg2"
+	elsewhere := validFlock()
+	elsewhere.Namespace = "db2"
+	for _, f := range []*flock.Flock{other, elsewhere} {
+		set := SelectableFields(f)
+		if samePointer(set, fields) || set["metadata.name"] != f.Name || set["metadata.namespace"] != f.Namespace {
+			t.Errorf("Flock %s/%s got field set %v (shared with pg: %v)", f.Namespace, f.Name, set, samePointer(set, fields))
+		}
+	}
+}
+
+func TestSelectableFieldSetsAreBounded(t *testing.T) {
+	table := &fieldSetTable{sets: map[string]fields.Set{}}
+	for i := range maxSelectableFieldSets + 10 {
+		set := table.get("ns", fmt.Sprint("f", i))
+		if set["metadata.name"] != fmt.Sprint("f", i) {
+			t.Fatalf("set %d: %v", i, set)
+		}
+	}
+	if n := len(table.sets); n > maxSelectableFieldSets {
+		t.Fatalf("the table holds %d sets, over its bound of %d", n, maxSelectableFieldSets)
 	}
 }
 
