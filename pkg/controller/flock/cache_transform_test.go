@@ -53,6 +53,48 @@ func orphanOf(pod *corev1.Pod) *corev1.Pod {
 	return pod
 }
 
+// trimmedCopy trims pod as the pod informer does and returns the trimmed
+// pod and a copy of the pod as it was.
+func trimmedCopy(t *testing.T, pod *corev1.Pod) (got, orig *corev1.Pod) {
+	t.Helper()
+	orig = pod.DeepCopy()
+	out, err := TrimPod(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.(*corev1.Pod), orig
+}
+
+// readCheck is something the controller decides from an object, from the
+// trimmed copy (got) and from the object cached in full (want).
+type readCheck struct {
+	what      string
+	got, want any
+}
+
+func checkReads(t *testing.T, checks []readCheck) {
+	t.Helper()
+	for _, c := range checks {
+		if !equality.Semantic.DeepEqual(c.got, c.want) {
+			t.Errorf("%s: trimmed %v, cached in full %v", c.what, c.got, c.want)
+		}
+	}
+}
+
+// podReads are what the controller reads of any pod, a Flock's or not.
+func podReads(f *v1alpha1.Flock, m v1alpha1.FlockMember, selector labels.Selector, got, orig *corev1.Pod) []readCheck {
+	return []readCheck{
+		{"name/namespace/uid", got.Namespace + "/" + got.Name + "/" + string(got.UID), orig.Namespace + "/" + orig.Name + "/" + string(orig.UID)},
+		{"labels", got.Labels, orig.Labels},
+		{"selector match", selector.Matches(labels.Set(got.Labels)), selector.Matches(labels.Set(orig.Labels))},
+		{"controller", metav1.GetControllerOf(got), metav1.GetControllerOf(orig)},
+		{"pinned node", PinnedNode(got), PinnedNode(orig)},
+		{"data volume", hasMemberDataVolume(f, m, got), hasMemberDataVolume(f, m, orig)},
+		{"terminal", isTerminal(got), isTerminal(orig)},
+		{"terminating", isTerminating(got), isTerminating(orig)},
+	}
+}
+
 func TestTrimPodKeepsWhatTheControllerReads(t *testing.T) {
 	f := newFlock("pg", 2)
 	f.Spec.MinReadySeconds = 10
@@ -106,12 +148,7 @@ func TestTrimPodKeepsWhatTheControllerReads(t *testing.T) {
 		}()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			orig := tc.pod.DeepCopy()
-			out, err := TrimPod(tc.pod)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := out.(*corev1.Pod)
+			got, orig := trimmedCopy(t, tc.pod)
 			if got.ManagedFields != nil || got.Annotations != nil || got.Spec.Containers != nil || got.Status.PodIP != "" {
 				t.Errorf("trimmed pod kept managedFields %v, annotations %v, containers %v or pod IP %q",
 					got.ManagedFields, got.Annotations, got.Spec.Containers, got.Status.PodIP)
@@ -130,23 +167,12 @@ func TestTrimPodKeepsWhatTheControllerReads(t *testing.T) {
 			// the same.
 			pods := func(p *corev1.Pod) map[int32]*corev1.Pod { return map[int32]*corev1.Pod{m.Ordinal: p} }
 			members := map[int32]v1alpha1.FlockMember{m.Ordinal: m}
-			checks := []struct {
-				what      string
-				got, want any
-			}{
-				{"name/namespace/uid", got.Namespace + "/" + got.Name + "/" + string(got.UID), orig.Namespace + "/" + orig.Name + "/" + string(orig.UID)},
-				{"labels", got.Labels, orig.Labels},
-				{"selector match", selector.Matches(labels.Set(got.Labels)), selector.Matches(labels.Set(orig.Labels))},
-				{"controller", metav1.GetControllerOf(got), metav1.GetControllerOf(orig)},
+			checks := append(podReads(f, m, selector, got, orig), []readCheck{
 				{"revision", podRevision(got), podRevision(orig)},
 				{"labels match", labelsMatch(f, m.Ordinal, got), labelsMatch(f, m.Ordinal, orig)},
-				{"pinned node", PinnedNode(got), PinnedNode(orig)},
 				{"off its node", offMemberNode(got, members, m.Ordinal), offMemberNode(orig, members, m.Ordinal)},
 				{"must force delete", mustForceDelete(got, nodes), mustForceDelete(orig, nodes)},
-				{"data volume", hasMemberDataVolume(f, m, got), hasMemberDataVolume(f, m, orig)},
 				{"identity", identityMismatch(f, m, got), identityMismatch(f, m, orig)},
-				{"terminal", isTerminal(got), isTerminal(orig)},
-				{"terminating", isTerminating(got), isTerminating(orig)},
 				{"running and ready", isRunningAndReady(got), isRunningAndReady(orig)},
 				{"available", isAvailable(got, f.Spec.MinReadySeconds, now), isAvailable(orig, f.Spec.MinReadySeconds, now)},
 				{"failure", podFailure(got), podFailure(orig)},
@@ -156,23 +182,16 @@ func TestTrimPodKeepsWhatTheControllerReads(t *testing.T) {
 				{"helper succeeded", HelperSucceeded(got), HelperSucceeded(orig)},
 				{"blockage", blockageText(memberBlockage(m, got, nil, nil)), blockageText(memberBlockage(m, orig, nil, nil))},
 				{"member state", fmt.Sprint(memberState(m, got, nil, 2)), fmt.Sprint(memberState(m, orig, nil, 2))},
-			}
+			}...)
 			if podRevision(orig) != "" {
 				f := f.DeepCopy()
 				halted := func(p *corev1.Pod) string {
 					_, why, recheck := haltedPod(f, pods(p), podRevision(orig), "rev-0", time.Minute, now)
 					return fmt.Sprint(why, recheck)
 				}
-				checks = append(checks, struct {
-					what      string
-					got, want any
-				}{"halted rollout", halted(got), halted(orig)})
+				checks = append(checks, readCheck{"halted rollout", halted(got), halted(orig)})
 			}
-			for _, c := range checks {
-				if !equality.Semantic.DeepEqual(c.got, c.want) {
-					t.Errorf("%s: trimmed %v, cached in full %v", c.what, c.got, c.want)
-				}
-			}
+			checkReads(t, checks)
 			if orig.Labels[LabelHelper] == "" && !hasMemberDataVolume(f, m, got) {
 				t.Errorf("the trimmed pod is no longer recognised as holding member %d's data", m.Ordinal)
 			}
@@ -214,32 +233,11 @@ func TestTrimPodDropsStatusOfUnrelatedPods(t *testing.T) {
 		}()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			orig := tc.pod.DeepCopy()
-			out, err := TrimPod(tc.pod)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := out.(*corev1.Pod)
+			got, orig := trimmedCopy(t, tc.pod)
 			if want := (corev1.PodStatus{Phase: orig.Status.Phase}); !equality.Semantic.DeepEqual(got.Status, want) {
 				t.Errorf("the trimmed pod's status is %+v, want its phase only", got.Status)
 			}
-			for _, c := range []struct {
-				what      string
-				got, want any
-			}{
-				{"name/namespace/uid", got.Namespace + "/" + got.Name + "/" + string(got.UID), orig.Namespace + "/" + orig.Name + "/" + string(orig.UID)},
-				{"labels", got.Labels, orig.Labels},
-				{"selector match", selector.Matches(labels.Set(got.Labels)), selector.Matches(labels.Set(orig.Labels))},
-				{"controller", metav1.GetControllerOf(got), metav1.GetControllerOf(orig)},
-				{"pinned node", PinnedNode(got), PinnedNode(orig)},
-				{"data volume", hasMemberDataVolume(f, m, got), hasMemberDataVolume(f, m, orig)},
-				{"terminal", isTerminal(got), isTerminal(orig)},
-				{"terminating", isTerminating(got), isTerminating(orig)},
-			} {
-				if !equality.Semantic.DeepEqual(c.got, c.want) {
-					t.Errorf("%s: trimmed %v, cached in full %v", c.what, c.got, c.want)
-				}
-			}
+			checkReads(t, podReads(f, m, selector, got, orig))
 		})
 	}
 }
@@ -276,10 +274,7 @@ func TestTrimNodeAndManagedFields(t *testing.T) {
 			since, lost := newNodeLossTracker().lostSince(n.Name, n, since.Add(time.Hour))
 			return fmt.Sprintf("%s %t", since.Format(time.RFC3339), lost)
 		}
-		checks := []struct {
-			what      string
-			got, want any
-		}{
+		checks := []readCheck{
 			{"name/uid/labels", []any{got.Name, got.UID, got.Labels}, []any{orig.Name, orig.UID, orig.Labels}},
 			{"hostname", NodeHostname(got), NodeHostname(orig)},
 			{"ready", placement.IsReady(got), placement.IsReady(orig)},
