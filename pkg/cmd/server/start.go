@@ -174,6 +174,7 @@ func memberPodClient(controller *rest.Config) (kubernetes.Interface, error) {
 	}
 	c := rest.CopyConfig(controller)
 	c.UserAgent = "flock-apiserver/member-dry-run"
+	c.DisableCompression = true // as the controller's clients (pkg/apiserver)
 	c.QPS, c.Burst = memberDryRunQPS, 2*memberDryRunQPS
 	// Warnings go back to the Flock's client, not to the server's log.
 	c.WarningHandler = rest.NoWarnings{}
