@@ -76,6 +76,10 @@ type ExtraConfig struct {
 	// FlockInformers are informers on flock-apiserver itself (through the
 	// loopback client), shared by admission and the controller.
 	FlockInformers flockinformers.SharedInformerFactory
+	// CachedFlocks records the watch cache's object of each Flock, which
+	// FlockInformers' Flock informer holds instead of a copy of its own
+	// (its transform is CachedFlocks.Transform); nil: not recorded.
+	CachedFlocks *flockregistry.CachedVersions
 	// ControllerClientConfig reaches the core cluster as the controller, the
 	// identity that creates member pods (nil when standalone).
 	ControllerClientConfig *rest.Config
@@ -117,7 +121,7 @@ func (c completedConfig) New() (*FlockServer, error) {
 	}
 	s := &FlockServer{GenericAPIServer: generic}
 
-	storage, err := flockregistry.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.Validation)
+	storage, err := flockregistry.NewStorage(Scheme, c.GenericConfig.RESTOptionsGetter, c.ExtraConfig.Validation, c.ExtraConfig.CachedFlocks)
 	if err != nil {
 		return nil, err
 	}

@@ -101,6 +101,12 @@ func runMain(m *testing.M) int {
 		TaintRealNodes: true,
 		DataRoot:       filepath.Join(workDir, "data"),
 		FlockArgs:      flockArgs(),
+		// client-go's cache mutation detector in every informer of
+		// flock-apiserver: it panics when a cached object is changed. The
+		// server's Flock informer holds the watch cache's own objects
+		// (pkg/registry/flock/cached_versions.go), so a change there would
+		// change what the API serves.
+		FlockEnv: []string{"KUBE_CACHE_MUTATION_DETECTOR=true"},
 	})
 	upCancel()
 	if err != nil {

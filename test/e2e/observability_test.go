@@ -42,6 +42,8 @@ func TestMetricsAndHealth(t *testing.T) {
 		`(?m)^workqueue_depth\{name="flock"\} \d+`,
 		`(?m)^workqueue_queue_duration_seconds_count\{name="flock"\} [1-9]\d*`,
 		`(?m)^workqueue_retries_total\{name="flock"\} \d+`,
+		// The server's own Flock informer holds the watch cache's objects.
+		`(?m)^flock_apiserver_informer_flocks_total\{source="watch_cache"\} [1-9]`,
 		// The embedded etcd member's file, which it defragments when mostly free.
 		`(?m)^flock_embedded_etcd_db_size_bytes\{space="all"\} [1-9]`,
 		`(?m)^flock_embedded_etcd_db_size_bytes\{space="in_use"\} [1-9]`,

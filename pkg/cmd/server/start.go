@@ -31,6 +31,7 @@ import (
 	"flock.dev/flock/pkg/generated/clientset/versioned"
 	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
 	generatedopenapi "flock.dev/flock/pkg/generated/openapi"
+	flockregistry "flock.dev/flock/pkg/registry/flock"
 	"flock.dev/flock/pkg/storage/compression"
 )
 
@@ -92,13 +93,14 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	var (
 		flockInformers   flockinformers.SharedInformerFactory
 		controllerConfig *rest.Config
+		cachedFlocks     = flockregistry.NewCachedVersions()
 	)
 	o.RecommendedOptions.ExtraAdmissionInitializers = func(c *genericapiserver.RecommendedConfig) ([]admission.PluginInitializer, error) {
 		client, err := versioned.NewForConfig(c.LoopbackClientConfig)
 		if err != nil {
 			return nil, err
 		}
-		flockInformers = newFlockInformers(client)
+		flockInformers = newFlockInformers(client, cachedFlocks)
 		if controllerConfig, err = o.controllerClientConfig(c.ClientConfig); err != nil {
 			return nil, err
 		}
@@ -125,13 +127,14 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		flockInformers = newFlockInformers(client)
+		flockInformers = newFlockInformers(client, cachedFlocks)
 	}
 	return &apiserver.Config{
 		GenericConfig: cfg,
 		ExtraConfig: apiserver.ExtraConfig{
 			Validation:             validation.Options{AllowHostAccess: o.AllowHostAccess},
 			FlockInformers:         flockInformers,
+			CachedFlocks:           cachedFlocks,
 			ControllerClientConfig: controllerConfig,
 			Controller: apiserver.ControllerConfig{
 				Enabled:        o.ControllerEnabled(ControllerFlock),
@@ -250,8 +253,13 @@ func (o *Options) Run(ctx context.Context) error {
 
 // newFlockInformers returns the informer factory on flock-apiserver itself
 // (shared by admission and the controller); its caches hold no
-// managedFields.
-func newFlockInformers(client versioned.Interface) flockinformers.SharedInformerFactory {
-	return flockinformers.NewSharedInformerFactoryWithOptions(client, 0,
-		flockinformers.WithTransform(flockcontroller.TrimManagedFields))
+// managedFields, and its Flocks are the watch cache's objects where cached
+// holds the same version (flockregistry.CachedVersions).
+func newFlockInformers(client versioned.Interface, cached *flockregistry.CachedVersions) flockinformers.SharedInformerFactory {
+	flockregistry.RegisterMetrics()
+	return flockinformers.NewSharedInformerFactoryWithOptions(client, 0, flockinformers.WithTransform(
+		func(obj any) (any, error) {
+			obj, _ = cached.Transform(obj) // Flocks; it never fails
+			return flockcontroller.TrimManagedFields(obj)
+		}))
 }

@@ -1,6 +1,7 @@
 // File cache_transform.go: informer transforms that keep the controller's
 // caches small (issue 17): managedFields go from every cached object, and
-// nodes and pods keep only the fields the controller reads of them.
+// nodes, pods and Bound claims keep only the fields the controller reads of
+// them.
 
 package flock
 
@@ -139,14 +140,36 @@ func claimVolumes(vols []corev1.Volume) []corev1.Volume {
 	return out
 }
 
+// TrimClaim is the transform of claim informers: a claim is cached without
+// managedFields, and a Bound claim without the rest of its status (capacity,
+// access modes, conditions): of a claim's status the controller reads only
+// the phase. It writes a claim's status only to complete a binding
+// (completeBind), while the cached phase is not Bound yet, and such a claim
+// keeps its status whole; an update of a claim's main resource leaves its
+// status as the server holds it (kube-apiserver's strategy for claims).
+func TrimClaim(obj any) (any, error) {
+	claim, ok := obj.(*corev1.PersistentVolumeClaim)
+	if !ok {
+		return TrimManagedFields(obj)
+	}
+	claim.ManagedFields = nil
+	if claim.Status.Phase == corev1.ClaimBound {
+		claim.Status = corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}
+	}
+	return claim, nil
+}
+
 // CacheTransform is the transform of the controller's informer factories:
-// TrimPod for pods, TrimNode for nodes, TrimManagedFields for the rest.
+// TrimPod for pods, TrimNode for nodes, TrimClaim for claims,
+// TrimManagedFields for the rest.
 func CacheTransform(obj any) (any, error) {
 	switch obj.(type) {
 	case *corev1.Pod:
 		return TrimPod(obj)
 	case *corev1.Node:
 		return TrimNode(obj)
+	case *corev1.PersistentVolumeClaim:
+		return TrimClaim(obj)
 	default:
 		return TrimManagedFields(obj)
 	}

@@ -305,3 +305,50 @@ func blockageText(b *blockage) string {
 	}
 	return fmt.Sprintf("%+v", *b)
 }
+
+func TestTrimClaimKeepsTheStatusOnlyUntilBound(t *testing.T) {
+	f := newFlock("pg", 1)
+	f.UID = "f-uid"
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-0"},
+		Spec: corev1.PersistentVolumeSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Capacity:    corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+		},
+	}
+	claim := NewMemberClaim(f, 0, pv.Name)
+	claim.UID = "c-uid"
+	claim.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}
+	claim.Status = corev1.PersistentVolumeClaimStatus{
+		Phase:       corev1.ClaimPending,
+		Conditions:  []corev1.PersistentVolumeClaimCondition{{Type: corev1.PersistentVolumeClaimResizing, Status: corev1.ConditionTrue}},
+		AccessModes: pv.Spec.AccessModes,
+	}
+
+	// Not Bound yet: completeBind writes the status from the cached copy,
+	// so all of it stays.
+	out, err := CacheTransform(claim.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending := out.(*corev1.PersistentVolumeClaim)
+	if pending.ManagedFields != nil || !equality.Semantic.DeepEqual(pending.Status, claim.Status) {
+		t.Errorf("a Pending claim was cached with managed fields %v, status %+v; want none, and its status whole", pending.ManagedFields, pending.Status)
+	}
+
+	bindClaim(claim, pv)
+	out, err = CacheTransform(claim.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound := out.(*corev1.PersistentVolumeClaim)
+	if want := (corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}); !equality.Semantic.DeepEqual(bound.Status, want) {
+		t.Errorf("a Bound claim was cached with status %+v, want its phase only", bound.Status)
+	}
+	checkReads(t, []readCheck{
+		{"metadata and spec", []any{bound.ObjectMeta.Name, bound.UID, bound.Labels, bound.Annotations, bound.OwnerReferences, bound.Spec},
+			[]any{claim.ObjectMeta.Name, claim.UID, claim.Labels, claim.Annotations, claim.OwnerReferences, claim.Spec}},
+		{"bound to its volume", claimBound(bound, pv.Name), claimBound(claim, pv.Name)},
+		{"conflict", claimConflict(f, 0, bound), claimConflict(f, 0, claim)},
+	})
+}

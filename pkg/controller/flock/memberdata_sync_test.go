@@ -742,10 +742,17 @@ func (c *fakeDataControl) ListVolumes(selector labels.Selector) ([]*corev1.Persi
 	return c.listVolumes(selector)
 }
 
+// GetClaim reads the claim as the controller's informer caches it
+// (TrimClaim: a Bound claim without the rest of its status).
 func (c *fakeDataControl) GetClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.getClaim(namespace, name)
+	claim, err := c.getClaim(namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	cached, _ := TrimClaim(claim.DeepCopy())
+	return cached.(*corev1.PersistentVolumeClaim), nil
 }
 
 // A volume this controller marked prepared counts as prepared while the

@@ -40,18 +40,23 @@ import (
 // withSharedVersions returns getter with the watch-cache decorator replaced
 // by sharedVersionsDecorator; a getter without a watch cache
 // (--watch-cache=false) is left as it is.
-func withSharedVersions(getter generic.RESTOptionsGetter) generic.RESTOptionsGetter {
-	return sharedVersionsGetter{getter}
+// The cache's current object of each Flock is recorded in cached (nil:
+// not recorded).
+func withSharedVersions(getter generic.RESTOptionsGetter, cached *CachedVersions) generic.RESTOptionsGetter {
+	return sharedVersionsGetter{getter, cached}
 }
 
-type sharedVersionsGetter struct{ generic.RESTOptionsGetter }
+type sharedVersionsGetter struct {
+	generic.RESTOptionsGetter
+	cached *CachedVersions
+}
 
 func (g sharedVersionsGetter) GetRESTOptions(resource schema.GroupResource, example runtime.Object) (generic.RESTOptions, error) {
 	opts, err := g.RESTOptionsGetter.GetRESTOptions(resource, example)
 	if err != nil || opts.Decorator == nil || isUndecorated(opts.Decorator) {
 		return opts, err
 	}
-	opts.Decorator = sharedVersionsDecorator
+	opts.Decorator = sharedVersionsDecorator(g.cached)
 	return opts, nil
 }
 
@@ -61,10 +66,22 @@ func isUndecorated(d generic.StorageDecorator) bool {
 	return reflect.ValueOf(d).Pointer() == reflect.ValueOf(generic.UndecoratedStorage).Pointer()
 }
 
-// sharedVersionsDecorator builds the Flock storage: etcd, and in front of it
-// the watch cache, which lists and watches etcd through versionSharingStorage.
-// Reads that bypass the cache (and every write) go to etcd as they are.
-func sharedVersionsDecorator(
+// sharedVersionsDecorator returns the decorator that builds the Flock
+// storage: etcd, and in front of it the watch cache, which lists and
+// watches etcd through versionSharingStorage (recording its objects in
+// cached). Reads that bypass the cache (and every write) go to etcd as they
+// are.
+func sharedVersionsDecorator(cached *CachedVersions) generic.StorageDecorator {
+	return func(config *storagebackend.ConfigForResource, resourcePrefix string, keyFunc func(obj runtime.Object) (string, error),
+		newFunc func() runtime.Object, newListFunc func() runtime.Object, getAttrsFunc storage.AttrFunc,
+		triggerFuncs storage.IndexerFuncs, indexers *cache.Indexers,
+	) (storage.Interface, factory.DestroyFunc, error) {
+		return newSharedVersionsStorage(cached, config, resourcePrefix, keyFunc, newFunc, newListFunc, getAttrsFunc, triggerFuncs, indexers)
+	}
+}
+
+func newSharedVersionsStorage(
+	cached *CachedVersions,
 	config *storagebackend.ConfigForResource,
 	resourcePrefix string,
 	keyFunc func(obj runtime.Object) (string, error),
@@ -79,7 +96,7 @@ func sharedVersionsDecorator(
 		return nil, nil, err
 	}
 	cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
-		Storage:             versionSharingStorage{etcd},
+		Storage:             versionSharingStorage{Interface: etcd, cached: cached},
 		Versioner:           storage.APIObjectVersioner{},
 		GroupResource:       config.GroupResource,
 		EventsHistoryWindow: config.EventsHistoryWindow,
@@ -109,8 +126,13 @@ func sharedVersionsDecorator(
 
 // versionSharingStorage is etcd's storage as the watch cache sees it: its
 // watches pass each Flock through shareUnchanged with the version of the same
-// Flock that the watch delivered before.
-type versionSharingStorage struct{ storage.Interface }
+// Flock that the watch delivered before, and record it in cached; its lists
+// (the cache's reflector lists etcd when it does not stream the initial
+// Flocks in its watch) record their Flocks there.
+type versionSharingStorage struct {
+	storage.Interface
+	cached *CachedVersions
+}
 
 func (s versionSharingStorage) Watch(ctx context.Context, key string, opts storage.ListOptions) (watch.Interface, error) {
 	in, err := s.Interface.Watch(ctx, key, opts)
@@ -118,8 +140,27 @@ func (s versionSharingStorage) Watch(ctx context.Context, key string, opts stora
 		return nil, err
 	}
 	w := &sharingWatch{in: in, out: make(chan watch.Event), done: make(chan struct{})}
-	go w.loop(newVersionSharer())
+	v := newVersionSharer()
+	v.cached = s.cached
+	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
+		v.initial = map[string]bool{}
+	}
+	go w.loop(v)
 	return w, nil
+}
+
+func (s versionSharingStorage) GetList(ctx context.Context, key string, opts storage.ListOptions, listObj runtime.Object) error {
+	if err := s.Interface.GetList(ctx, key, opts, listObj); err != nil {
+		return err
+	}
+	if list, ok := listObj.(*flock.FlockList); ok && s.cached != nil {
+		if opts.Predicate.Continue == "" {
+			s.cached.replace(list.Items) // the first page (or the whole list)
+		} else {
+			s.cached.add(list.Items)
+		}
+	}
+	return nil
 }
 
 // sharingWatch passes the events of in through a versionSharer. Unlike
@@ -160,6 +201,12 @@ func (w *sharingWatch) loop(s *versionSharer) {
 type versionSharer struct {
 	last      map[string]*flock.Flock
 	fieldSets map[string]*metav1.FieldsV1
+	// cached records each Flock's last version (nil: not recorded).
+	cached *CachedVersions
+	// initial, while a watch that streams the initial Flocks has not
+	// ended that stream, holds the keys it sent; at its end the Flocks not
+	// among them are forgotten.
+	initial map[string]bool
 }
 
 // maxFieldSets bounds versionSharer.fieldSets; when it is full it starts
@@ -195,10 +242,17 @@ func (v *versionSharer) event(e watch.Event) watch.Event {
 		obj = w.Unwrap() // etcd's watch wraps each object with the time it was read
 	}
 	cur, ok := obj.(*flock.Flock)
-	if !ok || e.Type == watch.Bookmark {
-		return e // bookmarks and errors
+	if !ok {
+		return e // errors
 	}
-	key := cur.Namespace + "/" + cur.Name
+	if e.Type == watch.Bookmark {
+		if v.initial != nil && cur.Annotations[metav1.InitialEventsAnnotationKey] == "true" {
+			v.cached.retain(v.initial)
+			v.initial = nil
+		}
+		return e
+	}
+	key := cachedKey(cur.Namespace, cur.Name)
 	switch e.Type {
 	case watch.Added, watch.Modified:
 		if prev := v.last[key]; prev != nil && prev.UID == cur.UID {
@@ -206,8 +260,13 @@ func (v *versionSharer) event(e watch.Event) watch.Event {
 		}
 		v.shareFieldSets(cur)
 		v.last[key] = cur
+		v.cached.set(cur)
+		if v.initial != nil {
+			v.initial[key] = true
+		}
 	case watch.Deleted:
 		delete(v.last, key)
+		v.cached.forget(cur.Namespace, cur.Name)
 	}
 	return e
 }

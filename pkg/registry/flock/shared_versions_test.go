@@ -266,12 +266,12 @@ func TestWithSharedVersionsReplacesOnlyTheWatchCache(t *testing.T) {
 		"watch cache off": {generic.UndecoratedStorage, false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			opts, err := withSharedVersions(fixedOptions{generic.RESTOptions{Decorator: tc.decorator}}).
+			opts, err := withSharedVersions(fixedOptions{generic.RESTOptions{Decorator: tc.decorator}}, NewCachedVersions()).
 				GetRESTOptions(flock.Resource("flocks"), nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := samePointer(opts.Decorator, generic.StorageDecorator(sharedVersionsDecorator)); got != tc.shared {
+			if got := !samePointer(opts.Decorator, tc.decorator); got != tc.shared {
 				t.Errorf("the shared-versions decorator in use: %v, want %v", got, tc.shared)
 			}
 		})

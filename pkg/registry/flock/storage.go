@@ -30,8 +30,9 @@ type Storage struct {
 }
 
 // NewStorage returns the storage of flocks, flocks/status, flocks/scale and
-// flocks/move.
-func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, opts validation.Options) (Storage, error) {
+// flocks/move. The watch cache's current object of each Flock is recorded
+// in cached (nil: not recorded).
+func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, opts validation.Options, cached *CachedVersions) (Storage, error) {
 	strategy := NewStrategy(scheme, opts)
 	statusStrategy := NewStatusStrategy(strategy)
 	store := &genericregistry.Store{
@@ -48,7 +49,7 @@ func NewStorage(scheme *runtime.Scheme, optsGetter generic.RESTOptionsGetter, op
 
 		TableConvertor: tableConvertor{},
 	}
-	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: withSharedVersions(optsGetter), AttrFunc: GetAttrs}); err != nil {
+	if err := store.CompleteWithOptions(&generic.StoreOptions{RESTOptions: withSharedVersions(optsGetter, cached), AttrFunc: GetAttrs}); err != nil {
 		return Storage{}, err
 	}
 	statusStore := *store
