@@ -116,12 +116,13 @@ func TestFaults(t *testing.T) {
 	for k, v := range chk.watchBreaks {
 		breaks[k] = v
 	}
-	unverified, forced, moves := chk.unverified, chk.forced, chk.moves
+	unverified, forced, moves, kwokStale := chk.unverified, chk.forced, chk.moves, chk.kwokStale
 	chk.mu.Unlock()
 	t.Logf("watches re-established: %v; members moved off lost nodes: %d; member pods deleted without a grace period (node lost): %d; "+
 		"pods whose recorded node could not be checked (gone before a relist caught up): %d; upstream components that exited on their own and were started again: %d; "+
-		"pods kwok left stuck after a dropped stage and was made to look at again (as a kubelet's sync retries): %d",
-		breaks, moves, forced, unverified, supervisorRestarts, podResyncs)
+		"pods kwok left stuck after a dropped stage and was made to look at again (as a kubelet's sync retries): %d; "+
+		"member pods kwok deleted by name with a delete queued for an earlier pod of that name: %d",
+		breaks, moves, forced, unverified, supervisorRestarts, podResyncs, kwokStale)
 }
 
 // runFault runs the workload, injects f, heals it, stops the workload and
@@ -174,6 +175,12 @@ func runFault(t *testing.T, ctx context.Context, wl *workload, chk *checker, f f
 	settleCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	chk.settle(settleCtx)
 	cancel()
+	chk.mu.Lock()
+	for _, n := range chk.notes {
+		t.Log(n)
+	}
+	chk.notes = nil
+	chk.mu.Unlock()
 
 	ops1, failed1 := wl.counts()
 	checks1, violations := chk.counts()

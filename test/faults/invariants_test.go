@@ -23,7 +23,12 @@
 //     etcd, so their resourceVersions order them; this relies on
 //     kube-apiserver's resourceVersions being etcd revisions, which the
 //     test may assume of the server it runs. Otherwise a partitioned node
-//     might still run the member while its replacement starts.
+//     might still run the member while its replacement starts. kwok, the
+//     nodes' kubelet here, deletes a pod it finished by name, not by UID:
+//     under load a delete it queued for a pod can take the next pod of the
+//     same name. A deletion is put down to that (logged, not a violation)
+//     only while kwok's log has more deletes of the name than the watch saw
+//     pods of the name deleted gracefully.
 //   - acknowledged-creates-stay: a Flock whose create returned success is
 //     never deleted unless the workload asked for it.
 //
@@ -84,6 +89,14 @@ type checker struct {
 	// the member pods deleted without a grace period; moves the members
 	// that moved to another node.
 	unverified, forced, moves int
+	// graceful counts, by namespace/name, the member pods deleted after a
+	// graceful delete (deletionTimestamp set); kwokDeletes is how many of
+	// those kwok's log accounts for (kwokStaleDelete).
+	graceful map[string]int
+	// kwokStale counts the deletes so explained; notes says what each
+	// was (settle's caller logs and clears them).
+	kwokStale int
+	notes     []string
 }
 
 // flockState is one Flock (by UID) as the watch saw it.
@@ -101,16 +114,17 @@ type nodeTransition struct {
 	lost bool
 }
 
-// lossCheck is a check that node was lost at rv.
+// lossCheck is a check that node was lost at rv; pod (namespace/name) is
+// the pod deleted without a grace period, when that is what it checks.
 type lossCheck struct {
-	node, what string
-	rv         int64
+	node, what, pod string
+	rv              int64
 }
 
 func newChecker(ns string, wl *workload) *checker {
 	return &checker{
 		ns: ns, wl: wl, checks: map[string]int{}, watchBreaks: map[string]int{},
-		pods: map[types.UID]*corev1.Pod{}, pendingRecorded: map[types.UID]*corev1.Pod{}, flocks: map[types.UID]*flockState{}, nodes: map[string][]nodeTransition{},
+		pods: map[types.UID]*corev1.Pod{}, graceful: map[string]int{}, pendingRecorded: map[types.UID]*corev1.Pod{}, flocks: map[types.UID]*flockState{}, nodes: map[string][]nodeTransition{},
 	}
 }
 
@@ -330,10 +344,11 @@ func (c *checker) podDeleted(p *corev1.Pod) {
 	}
 	c.checks["no-second-copy"]++
 	if last.DeletionTimestamp != nil {
+		c.graceful[p.Namespace+"/"+p.Name]++
 		return
 	}
 	c.forced++
-	lc := lossCheck{node: p.Spec.NodeName, rv: parseRV(p.ResourceVersion),
+	lc := lossCheck{node: p.Spec.NodeName, rv: parseRV(p.ResourceVersion), pod: p.Namespace + "/" + p.Name,
 		what: fmt.Sprintf("pod %s (uid %s) was deleted without a grace period while its node %s was not lost%s", p.Name, p.UID, p.Spec.NodeName, dump(podSummary(p)))}
 	if !c.lostAt(lc.node, lc.rv) {
 		c.pendingLoss = append(c.pendingLoss, lc)
@@ -467,9 +482,23 @@ func (c *checker) settle(ctx context.Context) {
 	c.mu.Lock()
 	losses := c.pendingLoss
 	c.pendingLoss = nil
+	var kwokLog []string // read once, when needed
+	excused := map[string]int{}
 	for _, lc := range losses {
 		if (lc.rv < 0 && c.everLost(lc.node)) || (lc.rv >= 0 && c.lostAt(lc.node, lc.rv)) {
 			continue
+		}
+		if lc.pod != "" {
+			if kwokLog == nil {
+				kwokLog = logLines("kwok.log")
+			}
+			if kwokDeletes(kwokLog, lc.pod)-c.graceful[lc.pod]-excused[lc.pod] > 0 {
+				excused[lc.pod]++
+				c.kwokStale++
+				c.notes = append(c.notes, fmt.Sprintf("KWOK STALE DELETE: %s\nkwok's log has more deletes of %s than there were graceful deletes of pods of that name: "+
+					"kwok deletes by name, so a delete it queued for an earlier pod of the name took this one (a kubelet deletes by UID)%s", lc.what, lc.pod, kwokLogAbout(kwokLog, lc.pod[strings.Index(lc.pod, "/")+1:])))
+				continue
+			}
 		}
 		c.violate("no-second-copy", "%s", lc.what)
 	}
@@ -501,4 +530,16 @@ func (c *checker) settle(ctx context.Context) {
 		}
 		c.mu.Unlock()
 	}
+}
+
+// kwokDeletes counts kwok's log lines of a pod deleted, by namespace/name
+// pod: kwok logs one for each delete that succeeded.
+func kwokDeletes(kwokLog []string, pod string) int {
+	n := 0
+	for _, l := range kwokLog {
+		if strings.Contains(l, `"msg":"Delete pod"`) && strings.Contains(l, `"pod":"`+pod+`"`) {
+			n++
+		}
+	}
+	return n
 }
