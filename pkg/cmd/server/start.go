@@ -26,7 +26,6 @@ import (
 	"flock.dev/flock/pkg/admission/flockinitializer"
 	"flock.dev/flock/pkg/apis/flock/validation"
 	"flock.dev/flock/pkg/apiserver"
-	flockcontroller "flock.dev/flock/pkg/controller/flock"
 	"flock.dev/flock/pkg/etcd"
 	"flock.dev/flock/pkg/generated/clientset/versioned"
 	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
@@ -252,14 +251,10 @@ func (o *Options) Run(ctx context.Context) error {
 }
 
 // newFlockInformers returns the informer factory on flock-apiserver itself
-// (shared by admission and the controller); its caches hold no
-// managedFields, and its Flocks are the watch cache's objects where cached
-// holds the same version (flockregistry.CachedVersions).
+// (shared by admission and the controller); its Flocks hold no
+// managedFields, and are the watch cache's objects where cached holds the
+// same version (flockregistry.CachedVersions).
 func newFlockInformers(client versioned.Interface, cached *flockregistry.CachedVersions) flockinformers.SharedInformerFactory {
 	flockregistry.RegisterMetrics()
-	return flockinformers.NewSharedInformerFactoryWithOptions(client, 0, flockinformers.WithTransform(
-		func(obj any) (any, error) {
-			obj, _ = cached.Transform(obj) // Flocks; it never fails
-			return flockcontroller.TrimManagedFields(obj)
-		}))
+	return flockinformers.NewSharedInformerFactoryWithOptions(client, 0, flockinformers.WithTransform(cached.Transform))
 }

@@ -54,9 +54,6 @@ func cachedKey(namespace, name string) string { return namespace + "/" + name }
 
 // set records f as the object the watch cache holds for its Flock.
 func (c *CachedVersions) set(f *flock.Flock) {
-	if c == nil {
-		return
-	}
 	c.mu.Lock()
 	c.byKey[cachedKey(f.Namespace, f.Name)] = f
 	c.mu.Unlock()
@@ -64,9 +61,6 @@ func (c *CachedVersions) set(f *flock.Flock) {
 
 // forget drops the Flock namespace/name (deleted).
 func (c *CachedVersions) forget(namespace, name string) {
-	if c == nil {
-		return
-	}
 	c.mu.Lock()
 	delete(c.byKey, cachedKey(namespace, name))
 	c.mu.Unlock()
@@ -75,9 +69,6 @@ func (c *CachedVersions) forget(namespace, name string) {
 // replace records exactly the Flocks of a list the watch cache was filled
 // from (at its start, or when it lists etcd again), forgetting the rest.
 func (c *CachedVersions) replace(items []flock.Flock) {
-	if c == nil {
-		return
-	}
 	byKey := make(map[string]*flock.Flock, len(items))
 	for i := range items {
 		byKey[cachedKey(items[i].Namespace, items[i].Name)] = &items[i]
@@ -89,9 +80,6 @@ func (c *CachedVersions) replace(items []flock.Flock) {
 
 // add records the Flocks of a later page of such a list.
 func (c *CachedVersions) add(items []flock.Flock) {
-	if c == nil {
-		return
-	}
 	c.mu.Lock()
 	for i := range items {
 		c.byKey[cachedKey(items[i].Namespace, items[i].Name)] = &items[i]
@@ -103,31 +91,26 @@ func (c *CachedVersions) add(items []flock.Flock) {
 // initial Flocks a watch streamed when the cache started again, those are
 // Flocks deleted in between.
 func (c *CachedVersions) retain(keep map[string]bool) {
-	if c == nil {
-		return
-	}
 	c.mu.Lock()
 	maps.DeleteFunc(c.byKey, func(key string, _ *flock.Flock) bool { return !keep[key] })
 	c.mu.Unlock()
 }
 
+// get returns the object recorded for Flock namespace/name, or nil.
+func (c *CachedVersions) get(namespace, name string) *flock.Flock {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.byKey[cachedKey(namespace, name)]
+}
+
 // lookup returns the cached object of Flock namespace/name when it is
 // exactly version rv of the Flock with uid, and nil otherwise.
 func (c *CachedVersions) lookup(namespace, name string, uid types.UID, rv string) *flock.Flock {
-	c.mu.RLock()
-	f := c.byKey[cachedKey(namespace, name)]
-	c.mu.RUnlock()
+	f := c.get(namespace, name)
 	if f == nil || f.UID != uid || f.ResourceVersion != rv || rv == "" {
 		return nil
 	}
 	return f
-}
-
-// Len is the number of Flocks recorded.
-func (c *CachedVersions) Len() int {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return len(c.byKey)
 }
 
 // Transform is the transform of the server's own Flock informer: a Flock

@@ -41,6 +41,13 @@ func asJSON(t *testing.T, obj any) string {
 	return string(b)
 }
 
+// recorded is the number of Flocks c records.
+func recorded(c *CachedVersions) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.byKey)
+}
+
 // transformed runs the informer's transform of c on obj.
 func transformed(t *testing.T, c *CachedVersions, obj *v1alpha1.Flock) *v1alpha1.Flock {
 	t.Helper()
@@ -57,8 +64,7 @@ func transformed(t *testing.T, c *CachedVersions, obj *v1alpha1.Flock) *v1alpha1
 
 func TestInformerHoldsTheWatchCachesVersion(t *testing.T) {
 	c := NewCachedVersions()
-	v := newVersionSharer()
-	v.cached = c
+	v := newVersionSharer(c)
 	first, second := cachedFlock("db", "10", 0), cachedFlock("db", "11", 1)
 	v.event(watch.Event{Type: watch.Added, Object: &timed{first}})
 	v.event(watch.Event{Type: watch.Modified, Object: &timed{second}})
@@ -105,8 +111,8 @@ func TestInformerHoldsTheWatchCachesVersion(t *testing.T) {
 
 	// Deleted: forgotten.
 	v.event(watch.Event{Type: watch.Deleted, Object: &timed{second}})
-	if c.Len() != 0 {
-		t.Errorf("%d Flocks recorded after the delete, want 0", c.Len())
+	if recorded(c) != 0 {
+		t.Errorf("%d Flocks recorded after the delete, want 0", recorded(c))
 	}
 	if d := decodedCopy(t, second); transformed(t, c, d) != d {
 		t.Error("a deleted Flock's last version was still served from the record")
@@ -121,8 +127,7 @@ func TestInformerHoldsTheWatchCachesVersion(t *testing.T) {
 
 func TestCachedVersionsFollowTheCachesRestarts(t *testing.T) {
 	c := NewCachedVersions()
-	old := newVersionSharer()
-	old.cached = c
+	old := newVersionSharer(c)
 	for _, name := range []string{"a", "b", "gone"} {
 		old.event(watch.Event{Type: watch.Added, Object: cachedFlock(name, "5", 0)})
 	}
@@ -130,18 +135,18 @@ func TestCachedVersionsFollowTheCachesRestarts(t *testing.T) {
 	// The cache starts its watch again, streaming the Flocks there are
 	// now; "gone" was deleted in between. It is forgotten once the stream
 	// of initial Flocks ends, not before (a later one may still come).
-	v := newVersionSharer()
-	v.cached, v.initial = c, map[string]bool{}
+	v := newVersionSharer(c)
+	v.initial = map[string]bool{}
 	v.event(watch.Event{Type: watch.Added, Object: cachedFlock("a", "9", 0)})
 	v.event(watch.Event{Type: watch.Added, Object: cachedFlock("b", "9", 0)})
-	if c.Len() != 3 {
-		t.Fatalf("%d Flocks recorded during the initial events, want 3", c.Len())
+	if recorded(c) != 3 {
+		t.Fatalf("%d Flocks recorded during the initial events, want 3", recorded(c))
 	}
 	end := &flock.Flock{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "9",
 		Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}}
 	v.event(watch.Event{Type: watch.Bookmark, Object: end})
-	if c.Len() != 2 || c.lookup("ns", "gone", "u1", "5") != nil {
-		t.Errorf("after the initial events: %d Flocks recorded, %q among them; want a and b only", c.Len(), "gone")
+	if recorded(c) != 2 || c.lookup("ns", "gone", "u1", "5") != nil {
+		t.Errorf("after the initial events: %d Flocks recorded, %q among them; want a and b only", recorded(c), "gone")
 	}
 	if c.lookup("ns", "a", "u1", "9") == nil {
 		t.Error("a's version 9 is not recorded")
@@ -160,8 +165,8 @@ func TestCachedVersionsFollowTheCachesRestarts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if c.Len() != 2 || c.lookup("ns", "p1", "u1", "20") == nil || c.lookup("ns", "p2", "u1", "20") == nil {
-		t.Errorf("after a list of two pages: %d Flocks recorded, want p1 and p2", c.Len())
+	if recorded(c) != 2 || c.lookup("ns", "p1", "u1", "20") == nil || c.lookup("ns", "p2", "u1", "20") == nil {
+		t.Errorf("after a list of two pages: %d Flocks recorded, want p1 and p2", recorded(c))
 	}
 }
 

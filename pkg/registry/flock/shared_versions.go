@@ -95,6 +95,9 @@ func newSharedVersionsStorage(
 	if err != nil {
 		return nil, nil, err
 	}
+	if cached == nil {
+		cached = NewCachedVersions() // the sharing's own record, read by nothing else
+	}
 	cacher, err := cacherstorage.NewCacherFromConfig(cacherstorage.Config{
 		Storage:             versionSharingStorage{Interface: etcd, cached: cached},
 		Versioner:           storage.APIObjectVersioner{},
@@ -140,8 +143,7 @@ func (s versionSharingStorage) Watch(ctx context.Context, key string, opts stora
 		return nil, err
 	}
 	w := &sharingWatch{in: in, out: make(chan watch.Event), done: make(chan struct{})}
-	v := newVersionSharer()
-	v.cached = s.cached
+	v := newVersionSharer(s.cached)
 	if opts.SendInitialEvents != nil && *opts.SendInitialEvents {
 		v.initial = map[string]bool{}
 	}
@@ -153,7 +155,7 @@ func (s versionSharingStorage) GetList(ctx context.Context, key string, opts sto
 	if err := s.Interface.GetList(ctx, key, opts, listObj); err != nil {
 		return err
 	}
-	if list, ok := listObj.(*flock.FlockList); ok && s.cached != nil {
+	if list, ok := listObj.(*flock.FlockList); ok {
 		if opts.Predicate.Continue == "" {
 			s.cached.replace(list.Items) // the first page (or the whole list)
 		} else {
@@ -193,15 +195,15 @@ func (w *sharingWatch) loop(s *versionSharer) {
 	}
 }
 
-// versionSharer remembers the last version of each Flock one watch
-// delivered, and the managed field sets (a manager's list of the fields it
-// set, about a kilobyte each) it saw last: Flocks made by the same tool, or
-// at the same step of the controller's work, have equal field sets, so one
-// copy serves them all. It is used by that watch's one goroutine only.
+// versionSharer records in cached the last version of each Flock one watch
+// delivered (the version the next one shares with), and remembers the
+// managed field sets (a manager's list of the fields it set, about a
+// kilobyte each) it saw last: Flocks made by the same tool, or at the same
+// step of the controller's work, have equal field sets, so one copy serves
+// them all. It is used by that watch's one goroutine only.
 type versionSharer struct {
-	last      map[string]*flock.Flock
 	fieldSets map[string]*metav1.FieldsV1
-	// cached records each Flock's last version (nil: not recorded).
+	// cached records each Flock's last version.
 	cached *CachedVersions
 	// initial, while a watch that streams the initial Flocks has not
 	// ended that stream, holds the keys it sent; at its end the Flocks not
@@ -213,8 +215,8 @@ type versionSharer struct {
 // again empty (the objects keep the copies they share).
 const maxFieldSets = 1024
 
-func newVersionSharer() *versionSharer {
-	return &versionSharer{last: map[string]*flock.Flock{}, fieldSets: map[string]*metav1.FieldsV1{}}
+func newVersionSharer(cached *CachedVersions) *versionSharer {
+	return &versionSharer{cached: cached, fieldSets: map[string]*metav1.FieldsV1{}}
 }
 
 // shareFieldSets gives each managed-fields entry of f the one copy of its
@@ -252,20 +254,17 @@ func (v *versionSharer) event(e watch.Event) watch.Event {
 		}
 		return e
 	}
-	key := cachedKey(cur.Namespace, cur.Name)
 	switch e.Type {
 	case watch.Added, watch.Modified:
-		if prev := v.last[key]; prev != nil && prev.UID == cur.UID {
+		if prev := v.cached.get(cur.Namespace, cur.Name); prev != nil && prev.UID == cur.UID {
 			shareUnchanged(prev, cur)
 		}
 		v.shareFieldSets(cur)
-		v.last[key] = cur
 		v.cached.set(cur)
 		if v.initial != nil {
-			v.initial[key] = true
+			v.initial[cachedKey(cur.Namespace, cur.Name)] = true
 		}
 	case watch.Deleted:
-		delete(v.last, key)
 		v.cached.forget(cur.Namespace, cur.Name)
 	}
 	return e

@@ -63,7 +63,7 @@ func samePointer(a, b any) bool {
 }
 
 func TestShareUnchangedSharesWhatIsEqualOnly(t *testing.T) {
-	s := newVersionSharer()
+	s := newVersionSharer(NewCachedVersions())
 	prev := storedFlock(0)
 	s.event(watch.Event{Type: watch.Added, Object: prev})
 
@@ -117,7 +117,7 @@ func TestShareUnchangedSharesWhatIsEqualOnly(t *testing.T) {
 }
 
 func TestShareUnchangedSharesNamesOfChangedMembersAndConditions(t *testing.T) {
-	s := newVersionSharer()
+	s := newVersionSharer(NewCachedVersions())
 	prev := storedFlock(0)
 	prev.Status.Members = append(prev.Status.Members, flock.FlockMember{Ordinal: 1, Node: "n1", Pod: "db-1"})
 	s.event(watch.Event{Type: watch.Added, Object: prev})
@@ -148,7 +148,7 @@ func TestShareUnchangedSharesNamesOfChangedMembersAndConditions(t *testing.T) {
 }
 
 func TestShareUnchangedKeepsNilAndEmptyApart(t *testing.T) {
-	s := newVersionSharer()
+	s := newVersionSharer(NewCachedVersions())
 	prev := storedFlock(0)
 	prev.Labels = nil
 	prev.Finalizers = nil
@@ -163,7 +163,7 @@ func TestShareUnchangedKeepsNilAndEmptyApart(t *testing.T) {
 }
 
 func TestShareUnchangedNotAcrossFlocksOrIncarnations(t *testing.T) {
-	s := newVersionSharer()
+	s := newVersionSharer(NewCachedVersions())
 	first := storedFlock(0)
 	s.event(watch.Event{Type: watch.Added, Object: first})
 
@@ -199,7 +199,7 @@ func TestShareUnchangedNotAcrossFlocksOrIncarnations(t *testing.T) {
 }
 
 func TestFieldSetsAreBounded(t *testing.T) {
-	s := newVersionSharer()
+	s := newVersionSharer(NewCachedVersions())
 	for i := range maxFieldSets + 10 {
 		f := storedFlock(0)
 		f.Name, f.UID = fmt.Sprintf("f%d", i), types.UID(fmt.Sprintf("u%d", i))
@@ -218,7 +218,7 @@ func TestFieldSetsAreBounded(t *testing.T) {
 func TestSharingWatchPassesEventsAndStops(t *testing.T) {
 	in := watch.NewFakeWithChanSize(2, false)
 	w := &sharingWatch{in: in, out: make(chan watch.Event), done: make(chan struct{})}
-	go w.loop(newVersionSharer())
+	go w.loop(newVersionSharer(NewCachedVersions()))
 
 	// etcd's watch sends each object wrapped with the time it was read.
 	first, second := storedFlock(0), storedFlock(1)
