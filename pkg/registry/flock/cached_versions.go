@@ -29,7 +29,8 @@ import (
 // v1alpha1.Flock whose top-level struct is its own (without managed fields,
 // as the informer cached before) and whose metadata maps, spec and status
 // are the cached object's, shared, not copied: the internal and v1alpha1
-// types have one layout, so the conversion copies no more than the struct.
+// types hold the same fields (the internal spec by pointer), so the
+// conversion copies the structs and none of what they point to.
 //
 // Sharing makes a reader of the informer that changes an object change what
 // the API serves. Nothing of Flock changes an informer's object (the

@@ -273,7 +273,8 @@ func (v *versionSharer) event(e watch.Event) watch.Event {
 // shareUnchanged gives cur, a newer version of the Flock prev, prev's value
 // of each part the two hold equal: the name and namespace, labels,
 // annotations, finalizers, owner references, each managed-fields entry's
-// time, the spec, and the status's revisions, members and conditions
+// time, the spec (held by pointer in the internal type, so versions with
+// one spec hold one struct), and the status's revisions, members and conditions
 // (each member and condition, or its names and messages, where not all are
 // equal). Equal means equal as encoded: nil and empty stay apart.
 func shareUnchanged(prev, cur *flock.Flock) {

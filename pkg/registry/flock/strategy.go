@@ -53,6 +53,9 @@ func (flockStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.Set {
 // serviceName default when the name is known.
 func (flockStrategy) PrepareForCreate(ctx context.Context, obj runtime.Object) {
 	f := obj.(*flock.Flock)
+	if f.Spec == nil { // not from a request (those always have one): nothing to default from
+		f.Spec = &flock.FlockSpec{}
+	}
 	f.Status = flock.FlockStatus{}
 	f.Generation = 1
 	// The store generates a name before PrepareForCreate, so the name is
@@ -127,7 +130,7 @@ func (flockStatusStrategy) GetResetFields() map[fieldpath.APIVersion]*fieldpath.
 // PrepareForUpdate keeps the stored spec and metadata.
 func (flockStatusStrategy) PrepareForUpdate(ctx context.Context, obj, old runtime.Object) {
 	newF, oldF := obj.(*flock.Flock), old.(*flock.Flock)
-	newF.Spec = oldF.Spec
+	newF.Spec = oldF.Spec // shared: nothing after this writes a spec
 	metav1.ResetObjectMetaForStatus(newF, oldF)
 }
 

@@ -77,7 +77,7 @@ type spec struct {
 
 // internalFlock is what admission sees for the flocks resource.
 func internalFlock(name string, s spec) *flock.Flock {
-	f := &flock.Flock{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: s.labels}}
+	f := &flock.Flock{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: s.labels}, Spec: &flock.FlockSpec{}}
 	f.Spec.Replicas = &s.replicas
 	f.Spec.Placement.NodeSelector = s.nodeSelector
 	f.Spec.Placement.Nodes = s.nodes

@@ -101,7 +101,7 @@ func testFlock(name, namespace string) *flock.Flock {
 	replicas := int32(2)
 	return &flock.Flock{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, UID: types.UID("uid-" + name + "-" + time.Now().String())},
-		Spec: flock.FlockSpec{
+		Spec: &flock.FlockSpec{
 			Replicas:    &replicas,
 			ServiceName: name,
 			Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},

@@ -43,13 +43,13 @@ var (
 // withClaims returns a Flock whose claim template asks for className (nil:
 // the default class); noClaims one in node-local mode.
 func withClaims(className *string) *flock.Flock {
-	f := &flock.Flock{ObjectMeta: metav1.ObjectMeta{Name: "pg", Namespace: ns}}
+	f := &flock.Flock{ObjectMeta: metav1.ObjectMeta{Name: "pg", Namespace: ns}, Spec: &flock.FlockSpec{}}
 	f.Spec.Storage.ClaimTemplate = &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: className}}
 	return f
 }
 
 func noClaims() *flock.Flock {
-	return &flock.Flock{ObjectMeta: metav1.ObjectMeta{Name: "pg", Namespace: ns}}
+	return &flock.Flock{ObjectMeta: metav1.ObjectMeta{Name: "pg", Namespace: ns}, Spec: &flock.FlockSpec{}}
 }
 
 // newTestPlugin returns a plugin reading classes from an indexer, ready at

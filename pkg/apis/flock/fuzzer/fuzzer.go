@@ -25,6 +25,10 @@ var Funcs = func(codecs runtimeserializer.CodecFactory) []interface{} {
 
 func fuzzFlock(f *flock.Flock, c randfill.Continue) {
 	c.FillNoCustom(f)
+	if f.Spec == nil { // never nil once decoded (v1alpha1 holds it inline)
+		f.Spec = &flock.FlockSpec{}
+		c.Fill(f.Spec)
+	}
 	// serviceName defaults to the Flock's name.
 	f.Spec.ServiceName = v1alpha1.ServiceNameOr(f.Spec.ServiceName, f.Name)
 }

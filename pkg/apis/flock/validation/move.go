@@ -39,19 +39,20 @@ func ValidateFlockMove(m *flock.FlockMove, flockName string) field.ErrorList {
 // member of f, nor is the target of another member's pending move.
 func ValidateFlockMoveAgainst(m *flock.FlockMove, f *flock.Flock) field.ErrorList {
 	ordPath, nodePath := field.NewPath("ordinal"), field.NewPath("node")
+	spec := specOf(f)
 	replicas := int32(1)
-	if f.Spec.Replicas != nil {
-		replicas = *f.Spec.Replicas
+	if spec.Replicas != nil {
+		replicas = *spec.Replicas
 	}
 	if m.Ordinal >= replicas {
 		return field.ErrorList{field.Invalid(ordPath, m.Ordinal, fmt.Sprintf("must be less than spec.replicas (%d)", replicas))}
 	}
-	if f.Spec.Storage.ClaimTemplate != nil {
+	if spec.Storage.ClaimTemplate != nil {
 		return field.ErrorList{field.Forbidden(ordPath, "the Flock's members have spec.storage.claimTemplate: a member follows its volume and is not moved")}
 	}
-	if int(m.Ordinal) < len(f.Spec.Placement.Nodes) {
+	if int(m.Ordinal) < len(spec.Placement.Nodes) {
 		return field.ErrorList{field.Forbidden(ordPath, fmt.Sprintf(
-			"spec.placement.nodes[%d] pins member %d to node %s: edit spec.placement.nodes to move it", m.Ordinal, m.Ordinal, f.Spec.Placement.Nodes[m.Ordinal]))}
+			"spec.placement.nodes[%d] pins member %d to node %s: edit spec.placement.nodes to move it", m.Ordinal, m.Ordinal, spec.Placement.Nodes[m.Ordinal]))}
 	}
 	i := slices.IndexFunc(f.Status.Members, func(x flock.FlockMember) bool { return x.Ordinal == m.Ordinal })
 	if i < 0 {

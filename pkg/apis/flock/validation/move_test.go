@@ -34,7 +34,7 @@ func TestValidateFlockMove(t *testing.T) {
 func TestValidateFlockMoveAgainst(t *testing.T) {
 	stored := func(mut func(f *flock.Flock)) *flock.Flock {
 		replicas := int32(3)
-		f := &flock.Flock{ObjectMeta: metav1.ObjectMeta{Name: "web"}}
+		f := &flock.Flock{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: &flock.FlockSpec{}}
 		f.Spec.Replicas = &replicas
 		f.Status.Members = []flock.FlockMember{{Ordinal: 0, Node: "node-0"}, {Ordinal: 1, Node: "node-1"}, {Ordinal: 2, Node: "node-2"}}
 		if mut != nil {
@@ -72,7 +72,7 @@ func TestValidateFlockMoveAgainst(t *testing.T) {
 }
 
 func TestValidateFlockStatusMemberMove(t *testing.T) {
-	f := &flock.Flock{ObjectMeta: metav1.ObjectMeta{Name: "web"}}
+	f := &flock.Flock{ObjectMeta: metav1.ObjectMeta{Name: "web"}, Spec: &flock.FlockSpec{}}
 	f.Status.Members = []flock.FlockMember{{Ordinal: 0, Node: "node-0", Move: &flock.FlockMemberMove{}}}
 	checkErrs(t, validateFlockStatus(f, nil).ToAggregate(), "members[0].move.node: Required value")
 	f.Status.Members[0].Move.Node = "node-4"

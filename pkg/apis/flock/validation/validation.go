@@ -108,8 +108,20 @@ func ValidateFlock(f *flock.Flock, opts Options) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMeta(&f.ObjectMeta, true, ValidateFlockName, field.NewPath("metadata"))
 	allErrs = append(allErrs, validateFlockSpec(f, nil, opts, field.NewPath("spec"))...)
 	// The selector is immutable: an update keeps what create allowed.
-	allErrs = append(allErrs, validateSelectorReservedKeys(f.Spec.Selector, field.NewPath("spec", "selector"))...)
+	allErrs = append(allErrs, validateSelectorReservedKeys(specOf(f).Selector, field.NewPath("spec", "selector"))...)
 	return allErrs
+}
+
+// noSpec stands for the spec of a Flock that has none (an internal object
+// not decoded from a request or from storage); it is only read.
+var noSpec = &flock.FlockSpec{}
+
+// specOf returns f's spec, or an empty one when it has none.
+func specOf(f *flock.Flock) *flock.FlockSpec {
+	if f.Spec == nil {
+		return noSpec
+	}
+	return f.Spec
 }
 
 // ValidateFlockUpdate checks an update of a Flock's metadata and spec. The
@@ -122,14 +134,15 @@ func ValidateFlock(f *flock.Flock, opts Options) field.ErrorList {
 func ValidateFlockUpdate(newF, oldF *flock.Flock, opts Options) field.ErrorList {
 	allErrs := apimachineryvalidation.ValidateObjectMetaUpdate(&newF.ObjectMeta, &oldF.ObjectMeta, field.NewPath("metadata"))
 	specPath := field.NewPath("spec")
-	allErrs = append(allErrs, validateFlockSpec(newF, &oldF.Spec.Template, opts, specPath)...)
+	newSpec, oldSpec := specOf(newF), specOf(oldF)
+	allErrs = append(allErrs, validateFlockSpec(newF, &oldSpec.Template, opts, specPath)...)
 
-	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newF.Spec.Selector, oldF.Spec.Selector, specPath.Child("selector"))...)
-	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newF.Spec.ServiceName, oldF.Spec.ServiceName, specPath.Child("serviceName"))...)
-	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newF.Spec.Storage.VolumeName, oldF.Spec.Storage.VolumeName, specPath.Child("storage", "volumeName"))...)
-	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newF.Spec.Storage.Size, oldF.Spec.Storage.Size, specPath.Child("storage", "size"))...)
-	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newF.Spec.Storage.ClaimTemplate, oldF.Spec.Storage.ClaimTemplate, specPath.Child("storage", "claimTemplate"))...)
-	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newF.Spec.PodManagementPolicy, oldF.Spec.PodManagementPolicy, specPath.Child("podManagementPolicy"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newSpec.Selector, oldSpec.Selector, specPath.Child("selector"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newSpec.ServiceName, oldSpec.ServiceName, specPath.Child("serviceName"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newSpec.Storage.VolumeName, oldSpec.Storage.VolumeName, specPath.Child("storage", "volumeName"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newSpec.Storage.Size, oldSpec.Storage.Size, specPath.Child("storage", "size"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newSpec.Storage.ClaimTemplate, oldSpec.Storage.ClaimTemplate, specPath.Child("storage", "claimTemplate"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newSpec.PodManagementPolicy, oldSpec.PodManagementPolicy, specPath.Child("podManagementPolicy"))...)
 	return allErrs
 }
 
@@ -144,7 +157,10 @@ func ValidateFlockStatusUpdate(newF, oldF *flock.Flock) field.ErrorList {
 // validateFlockSpec checks f.Spec. oldTemplate is the template before an
 // update, nil on create.
 func validateFlockSpec(f *flock.Flock, oldTemplate *corev1.PodTemplateSpec, opts Options, fldPath *field.Path) field.ErrorList {
-	spec := &f.Spec
+	spec := f.Spec
+	if spec == nil {
+		return field.ErrorList{field.Required(fldPath, "")}
+	}
 	var allErrs field.ErrorList
 
 	// replicas is known (and in range) when the checks that depend on it can run.

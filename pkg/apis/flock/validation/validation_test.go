@@ -21,7 +21,7 @@ func validFlock() *flock.Flock {
 	maxUnavailable := intstr.FromInt32(1)
 	return &flock.Flock{
 		ObjectMeta: metav1.ObjectMeta{Name: "pg", Namespace: "db"},
-		Spec: flock.FlockSpec{
+		Spec: &flock.FlockSpec{
 			Replicas:    ptr.To(int32(3)),
 			Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": "pg"}},
 			ServiceName: "pg",
