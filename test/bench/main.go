@@ -73,6 +73,7 @@ var (
 	readyTimeout = flag.Duration("ready-timeout", 10*time.Minute, "how long a readiness run waits for all members to be Ready; a run that is not is recorded as such (its namespace deleted) and the next runs go on")
 	timelineCase = flag.String("timeline", "", "on kwok nodes too: record when the last member passed each step (claim, helper, pod) in the readiness case whose name contains this, e.g. \"50 x 3\" (the real-node case always has it)")
 	skipKinds    = flag.String("skip-kinds", "", "readiness kinds to leave out of every readiness case, comma-separated (e.g. StatefulSet+PV, which does not finish -scale=1000 on 2 cores; shown as -)")
+	apiRuns      = flag.Int("api-runs", 3, "runs of the create, get and LIST cases, the four targets taking turns (the table shows medians)")
 	readyRuns    = flag.Int("runs", 3, "runs of each readiness case, the kinds (StatefulSet, StatefulSet+PV, Flock) taking turns (the table shows medians)")
 	floodN       = flag.Int("flood", 200, "objects flooding one namespace in the flood case, StatefulSet vs Flock (0: no flood case)")
 	realNodesN   = flag.Int("real-nodes", 0, "run the readiness comparison on N real nodes (kubelet with containerd on this machine; needs root; 2 is what the e2e real lane runs, at most 8) "+
@@ -103,6 +104,7 @@ type results struct {
 	ClientQPS     int       `json:"clientQPS"`
 	ControllerQPS int       `json:"controllerQPS"`
 	ReadyRuns     int       `json:"readyRuns"`
+	APIRuns       int       `json:"apiRuns,omitempty"`
 	RealNodes     int       `json:"realNodes,omitempty"`
 	API           []row     `json:"api"`
 	Ready         []row     `json:"ready"`
@@ -118,7 +120,7 @@ type results struct {
 func main() {
 	flag.Parse()
 	if *smoke {
-		*createN, *getN, *listSize, *watchN, *scaleN, *readyRuns, *floodN = 20, 50, 50, 3, 0, 1, 20
+		*createN, *getN, *listSize, *watchN, *scaleN, *readyRuns, *apiRuns, *floodN = 20, 50, 50, 3, 0, 1, 1, 20
 		*readyTimeout = 3 * time.Minute
 	}
 	if err := run(); err != nil {
@@ -170,7 +172,7 @@ func run() error {
 	}
 	defer c.Down()
 
-	res := &results{Started: time.Now().UTC(), Machine: machine(), ClientQPS: clientQPS, ControllerQPS: *controlQPS, ReadyRuns: *readyRuns,
+	res := &results{Started: time.Now().UTC(), Machine: machine(), ClientQPS: clientQPS, ControllerQPS: *controlQPS, ReadyRuns: *readyRuns, APIRuns: *apiRuns,
 		RealNodes: len(c.RealNodes())}
 	if *memoryN > 0 {
 		if res.Memory, err = memoryCase(ctx, c, *memoryN, *heapPath); err != nil {
@@ -575,69 +577,88 @@ func median(xs []float64) float64 {
 	return xs[len(xs)/2]
 }
 
-// apiCases measures create, get, LIST and create->watch for each target,
-// the targets taking turns within each case.
+// apiCases measures create, get, LIST and create->watch for each target.
+// Creates, gets and LISTs run *apiRuns times, the targets taking turns in
+// an order that rotates each run (turns), and a row holds the medians with
+// each run's values as its samples: on a shared machine an anchor's rate
+// moves twofold from minute to minute, so one pass per target compares
+// moments, not targets. create->watch is the median of its *watchN
+// samples, one pass per target.
 func apiCases(ctx context.Context, c *cluster.Cluster, targets map[string]target) ([]row, error) {
+	newRow := func(name, unit string, higher bool) row {
+		return row{Case: name, Unit: unit, Higher: higher, Values: map[string]float64{}, Samples: map[string][]float64{}}
+	}
 	var rows []row
 	for _, conc := range []int{1, 16, 64} {
-		r := row{Case: fmt.Sprintf("create c=%d", conc), Unit: "obj/s", Higher: true, Values: map[string]float64{}}
-		for ti, name := range targetOrder {
-			ns := fmt.Sprintf("create-%d-%d", conc, ti)
-			if err := newNamespace(ctx, c, ns); err != nil {
-				return nil, err
+		r := newRow(fmt.Sprintf("create c=%d", conc), "obj/s", true)
+		for run := range *apiRuns {
+			for _, name := range turns(targetOrder, run) {
+				ns := fmt.Sprintf("create-%d-%d-%d", conc, run, slices.Index(targetOrder, name))
+				if err := newNamespace(ctx, c, ns); err != nil {
+					return nil, err
+				}
+				t := targets[name]
+				settleBefore(ctx, c, r.Case, name)
+				v, err := parallel(*createN, conc, func(i int) error { return t.create(ctx, ns, fmt.Sprintf("o-%d", i)) })
+				if err != nil {
+					return nil, fmt.Errorf("%s %s: %w", r.Case, name, err)
+				}
+				r.Samples[name] = append(r.Samples[name], v)
 			}
-			t := targets[name]
-			settleBefore(ctx, c, r.Case, name)
-			v, err := parallel(*createN, conc, func(i int) error { return t.create(ctx, ns, fmt.Sprintf("o-%d", i)) })
-			if err != nil {
-				return nil, fmt.Errorf("%s %s: %w", r.Case, name, err)
-			}
-			r.Values[name] = v
 		}
-		rows = append(rows, r)
+		rows = append(rows, r.medians())
 		fmt.Fprintf(os.Stderr, "bench-e2e: %s done\n", r.Case)
 	}
 
-	get := row{Case: "get c=16", Unit: "req/s", Higher: true, Values: map[string]float64{}}
-	userGet := row{Case: "get c=16, RBAC user", Unit: "req/s", Higher: true, Values: map[string]float64{}}
-	list := row{Case: fmt.Sprintf("LIST %d, p50", *listSize), Unit: "ms", Values: map[string]float64{}}
-	lat := row{Case: "create->watch, p50", Unit: "ms", Values: map[string]float64{}}
-	for ti, name := range targetOrder {
-		t := targets[name]
-		ns := fmt.Sprintf("list-%d", ti)
+	get := newRow("get c=16", "req/s", true)
+	userGet := newRow("get c=16, RBAC user", "req/s", true)
+	list := newRow(fmt.Sprintf("LIST %d, p50", *listSize), "ms", false)
+	lat := newRow("create->watch, p50", "ms", false)
+	listNS := func(name string) string { return fmt.Sprintf("list-%d", slices.Index(targetOrder, name)) }
+	for _, name := range targetOrder {
+		ns := listNS(name)
 		if err := newNamespace(ctx, c, ns); err != nil {
 			return nil, err
 		}
-		if _, err := parallel(*listSize, 16, func(i int) error { return t.create(ctx, ns, fmt.Sprintf("o-%d", i)) }); err != nil {
+		if _, err := parallel(*listSize, 16, func(i int) error { return targets[name].create(ctx, ns, fmt.Sprintf("o-%d", i)) }); err != nil {
 			return nil, fmt.Errorf("filling %s: %w", name, err)
 		}
-		settleBefore(ctx, c, "get", name)
-		v, err := parallel(*getN, 16, func(i int) error { return t.get(ctx, ns, fmt.Sprintf("o-%d", i%*listSize)) })
-		if err != nil {
-			return nil, fmt.Errorf("get %s: %w", name, err)
-		}
-		get.Values[name] = v
 		// The same gets as a user whom RBAC allows them (the admin's skip
-		// flock-apiserver's authorization: system:masters).
-		if err := retryForbidden(ctx, func() error { return t.userGet(ctx, ns, "o-0") }); err != nil {
+		// flock-apiserver's authorization: system:masters) once RBAC has
+		// reached every authorizer's cache.
+		if err := retryForbidden(ctx, func() error { return targets[name].userGet(ctx, ns, "o-0") }); err != nil {
 			return nil, fmt.Errorf("get as %s %s: %w", readerUser, name, err)
 		}
-		v, err = parallel(*getN, 16, func(i int) error { return t.userGet(ctx, ns, fmt.Sprintf("o-%d", i%*listSize)) })
-		if err != nil {
-			return nil, fmt.Errorf("get as %s %s: %w", readerUser, name, err)
-		}
-		userGet.Values[name] = v
-		var times []float64
-		for range 5 {
-			start := time.Now()
-			n, err := t.list(ctx, ns)
-			if err != nil || n != *listSize {
-				return nil, fmt.Errorf("list %s: %d objects, %v", name, n, err)
+	}
+	for run := range *apiRuns {
+		for _, name := range turns(targetOrder, run) {
+			t, ns := targets[name], listNS(name)
+			settleBefore(ctx, c, "get", name)
+			v, err := parallel(*getN, 16, func(i int) error { return t.get(ctx, ns, fmt.Sprintf("o-%d", i%*listSize)) })
+			if err != nil {
+				return nil, fmt.Errorf("get %s: %w", name, err)
 			}
-			times = append(times, float64(time.Since(start).Microseconds())/1000)
+			get.Samples[name] = append(get.Samples[name], v)
+			v, err = parallel(*getN, 16, func(i int) error { return t.userGet(ctx, ns, fmt.Sprintf("o-%d", i%*listSize)) })
+			if err != nil {
+				return nil, fmt.Errorf("get as %s %s: %w", readerUser, name, err)
+			}
+			userGet.Samples[name] = append(userGet.Samples[name], v)
+			var times []float64
+			for range 5 {
+				start := time.Now()
+				n, err := t.list(ctx, ns)
+				if err != nil || n != *listSize {
+					return nil, fmt.Errorf("list %s: %d objects, %v", name, n, err)
+				}
+				times = append(times, float64(time.Since(start).Microseconds())/1000)
+			}
+			list.Samples[name] = append(list.Samples[name], median(times))
 		}
-		list.Values[name] = median(times)
+	}
 
+	for ti, name := range targetOrder {
+		t := targets[name]
 		wns := fmt.Sprintf("watch-%d", ti)
 		if err := newNamespace(ctx, c, wns); err != nil {
 			return nil, err
@@ -647,7 +668,7 @@ func apiCases(ctx context.Context, c *cluster.Cluster, targets map[string]target
 		if err != nil {
 			return nil, err
 		}
-		times = nil
+		var times []float64
 		for i := range *watchN {
 			obj := fmt.Sprintf("w-%d", i)
 			start := time.Now()
@@ -665,7 +686,7 @@ func apiCases(ctx context.Context, c *cluster.Cluster, targets map[string]target
 		lat.Values[name] = median(times)
 	}
 	fmt.Fprintln(os.Stderr, "bench-e2e: get, LIST and watch done")
-	return append(rows, get, userGet, list, lat), nil
+	return append(rows, get.medians(), userGet.medians(), list.medians(), lat), nil
 }
 
 // readerUser is the service account the "RBAC user" gets are made as.
@@ -776,6 +797,10 @@ func printTable(res *results) {
 	fmt.Printf("Client QPS %d (burst %d) for every target; Flock controller and kube-controller-manager both at --kube-api-qps=%d --kube-api-burst=%d.\n\n",
 		res.ClientQPS, 2*res.ClientQPS, res.ControllerQPS, 2*res.ControllerQPS)
 	if len(res.API) > 0 {
+		if res.APIRuns > 1 {
+			fmt.Printf("API cases: medians of %d runs, the targets taking turns; ratio to the CRD (above 1 is better), each run's in brackets\n"+
+				"(create->watch: the median of %d samples, one pass).\n\n", res.APIRuns, *watchN)
+		}
 		fmt.Printf("| | %s |\n|---|---|---|---|---|\n", strings.Join(targetOrder, " | "))
 	}
 	for _, r := range res.API {
@@ -841,7 +866,8 @@ func printPeaks(title string, peaks map[string]float64) {
 }
 
 // cell formats a value and, for targets other than the anchor, its ratio
-// to the anchor (>1 means better than the anchor).
+// to the anchor (>1 means better than the anchor) and each run's:
+// "113 (0.18×) [0.16 0.18 0.25]" (no brackets with a single run).
 func cell(r row, t, anchor string) string {
 	v := r.Values[t]
 	s := fmt.Sprintf("%.0f", v)
@@ -851,11 +877,28 @@ func cell(r row, t, anchor string) string {
 	if t == anchor || r.Values[anchor] == 0 || v == 0 {
 		return s
 	}
-	ratio := v / r.Values[anchor]
-	if !r.Higher {
-		ratio = r.Values[anchor] / v
+	s = fmt.Sprintf("%s (%.2f×)", s, betterRatio(r, v, r.Values[anchor]))
+	a, xs := r.Samples[anchor], r.Samples[t]
+	if len(a) < 2 || len(a) != len(xs) {
+		return s
 	}
-	return fmt.Sprintf("%s (%.2f×)", s, ratio)
+	runs := make([]string, len(a))
+	for i := range a {
+		runs[i] = "-"
+		if a[i] > 0 && xs[i] > 0 {
+			runs[i] = fmt.Sprintf("%.2f", betterRatio(r, xs[i], a[i]))
+		}
+	}
+	return s + " [" + strings.Join(runs, " ") + "]"
+}
+
+// betterRatio is v against anchor in row r, above 1 when v is better: v /
+// anchor for a rate, anchor / v for a time.
+func betterRatio(r row, v, anchor float64) float64 {
+	if r.Higher {
+		return v / anchor
+	}
+	return anchor / v
 }
 
 // readyRatio formats the Flock's ratio to anchor in a readiness row, the
