@@ -11,13 +11,14 @@ GOTEST_FLAGS ?=
 
 all: build
 
-## build: build flock-apiserver, the kubectl flock plugin, and the static test
-## program of the real nodes' offline images (test/images/flock-test), into
-## _output/bin
+## build: build flock-apiserver, the kubectl flock plugin, the static node
+## agent (cmd/flock-node-agent) and the static test program of the real nodes'
+## offline images (test/images/flock-test), into _output/bin
 build:
 	$(GO) build -o $(BIN)/flock-apiserver ./cmd/flock-apiserver
 	$(GO) build -o $(BIN)/kubectl-flock ./cmd/kubectl-flock
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/flock-test ./test/images/flock-test
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/flock-node-agent ./cmd/flock-node-agent
 
 ## image: the flock-apiserver image, built without a container engine: a
 ## static binary on an empty base, non-root (hack/image). Writes an OCI layout,

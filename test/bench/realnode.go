@@ -75,13 +75,14 @@ const (
 	stepClaimBound    = "claims Bound"
 	stepHelperCreated = "prepare helpers created"
 	stepHelperDone    = "prepare helpers done"
+	stepPrepared      = "data directories prepared"
 	stepPodCreated    = "member pods created"
 	stepPodScheduled  = "member pods on a node"
 	stepPodStarted    = "member containers started"
 	stepPodReady      = "member pods Ready"
 )
 
-var timelineSteps = []string{stepClaimBound, stepHelperCreated, stepHelperDone, stepPodCreated, stepPodScheduled, stepPodStarted, stepPodReady}
+var timelineSteps = []string{stepClaimBound, stepHelperCreated, stepHelperDone, stepPrepared, stepPodCreated, stepPodScheduled, stepPodStarted, stepPodReady}
 
 // timeline records, from watches, when each object of one run first
 // passed each step.
@@ -91,11 +92,14 @@ type timeline struct {
 	watches watchSet
 }
 
-// watchTimeline starts watching the member pods and claims of ns and the
-// Flock prepare helpers working for ns (in the helpers' namespace).
+// watchTimeline starts watching the member pods and claims of ns, the
+// Flock prepare helpers working for ns (in the helpers' namespace) and the
+// Flock member volumes of ns (marked prepared by a helper's end or by the
+// node agent).
 func watchTimeline(ctx context.Context, kube kubernetes.Interface, ns string) (*timeline, error) {
 	tl := &timeline{seen: map[string]map[string]time.Time{}}
 	helpers := flockcontroller.LabelHelper + "=" + flockcontroller.HelperPrepare + "," + flockcontroller.LabelFlockNamespace + "=" + ns
+	volumes := flockcontroller.LabelFlockNamespace + "=" + ns
 	err := tl.watches.start(ctx, podWatch(kube, ns, "", tl.memberPod),
 		podWatch(kube, flockcontroller.DefaultHelperNamespace, helpers, tl.helperPod),
 		watchSpec{func(ctx context.Context, opts metav1.ListOptions) (string, error) {
@@ -103,7 +107,15 @@ func watchTimeline(ctx context.Context, kube kubernetes.Interface, ns string) (*
 			return listRV(l, err)
 		}, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			return kube.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, opts)
-		}, tl.claim})
+		}, tl.claim},
+		watchSpec{func(ctx context.Context, opts metav1.ListOptions) (string, error) {
+			opts.LabelSelector = volumes
+			l, err := kube.CoreV1().PersistentVolumes().List(ctx, opts)
+			return listRV(l, err)
+		}, func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.LabelSelector = volumes
+			return kube.CoreV1().PersistentVolumes().Watch(ctx, opts)
+		}, tl.volume})
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +179,14 @@ func (tl *timeline) helperPod(ev watch.Event) {
 	tl.mark(stepHelperCreated, p.Name)
 	if flockcontroller.HelperSucceeded(p) || ev.Type == watch.Deleted {
 		tl.mark(stepHelperDone, p.Name)
+	}
+}
+
+// volume records when a Flock member's volume is marked prepared.
+func (tl *timeline) volume(ev watch.Event) {
+	pv, ok := ev.Object.(*corev1.PersistentVolume)
+	if ok && ev.Type != watch.Deleted && pv.Annotations[flockcontroller.AnnotationPrepared] == "true" {
+		tl.mark(stepPrepared, pv.Name)
 	}
 }
 

@@ -60,7 +60,7 @@ const (
 )
 
 // realNodeBinaries are what a real node needs in BinDir (`make tools build`).
-var realNodeBinaries = []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "runc", "flock-test", "coredns"}
+var realNodeBinaries = []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "runc", "flock-test", "flock-node-agent", "coredns"}
 
 // RealNode is a kubelet with its container runtime on this machine.
 type RealNode struct {
@@ -231,7 +231,7 @@ func (c *Cluster) AddRealNodes(ctx context.Context, n int) ([]*RealNode, error) 
 		}
 		added = append(added, rn)
 	}
-	return added, nil
+	return added, c.ensureNodeAgents(ctx, added)
 }
 
 // sweepRealNodeLeftovers removes what a harness that died without its
@@ -378,6 +378,11 @@ func (c *Cluster) startRealNode(ctx context.Context, idx int) (*RealNode, error)
 	}
 	if out, err := rn.ctr(ctx, c.opts.BinDir, "-n", "k8s.io", "images", "import", tarball); err != nil {
 		return rn, fmt.Errorf("import the test images: %w: %s", err, out)
+	}
+	if c.opts.DataRoot != "" {
+		if err := c.importNodeAgentImage(ctx, rn); err != nil {
+			return rn, err
+		}
 	}
 
 	// The pods' DNS server: CoreDNS on the bridge address.

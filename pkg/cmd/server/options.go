@@ -68,6 +68,9 @@ type Options struct {
 	// MemberParallelism is how many members of one Parallel Flock a sync
 	// writes for at once.
 	MemberParallelism int
+	// NodeAgentGrace is how long a new member directory is left to the
+	// node agent of its node before a helper pod prepares it.
+	NodeAgentGrace time.Duration
 	// KubeAPIQPS and KubeAPIBurst limit the controller's requests to the core cluster.
 	KubeAPIQPS   float32
 	KubeAPIBurst int
@@ -156,6 +159,7 @@ func NewOptions() *Options {
 		Controllers:       []string{"*"},
 		Workers:           5,
 		MemberParallelism: flockcontroller.DefaultMemberParallelism,
+		NodeAgentGrace:    flockcontroller.DefaultNodeAgentGrace,
 		KubeAPIQPS:        200,
 		KubeAPIBurst:      400,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
@@ -260,6 +264,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"Image of the short helper pods that prepare a member's data directory (owner and mode) and remove it under the Delete retention policy; it needs sh, chmod, chown and rm. Pin it by digest (image@sha256:...) in production.")
 	fs.StringVar(&o.HelperImage, "cleanup-image", o.HelperImage, "Former name of --helper-image.")
 	_ = fs.MarkDeprecated("cleanup-image", "use --helper-image")
+	fs.DurationVar(&o.NodeAgentGrace, "node-agent-grace", o.NodeAgentGrace,
+		"How long a member's new data directory is left to the node agent (flock-node-agent, a DaemonSet in --helper-namespace) when one is Ready on the member's node, before a prepare helper pod does the work instead. Without an agent on a node, helper pods prepare directories at once.")
 	fs.StringVar(&o.HelperNamespace, "helper-namespace", o.HelperNamespace,
 		"Namespace of the helper pods: the server's own, so that no tenant's quota, LimitRange or Pod Security level applies to them and no tenant can fake their result. It must allow hostPath volumes.")
 	fs.DurationVar(&o.RolloutHaltAfter, "rollout-halt-after", o.RolloutHaltAfter,
@@ -459,6 +465,7 @@ func (o *Options) controllerOptions() flockcontroller.Options {
 		RolloutHaltAfter:  o.RolloutHaltAfter,
 		Workers:           o.Workers,
 		MemberParallelism: o.MemberParallelism,
+		NodeAgentGrace:    o.NodeAgentGrace,
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"flock.dev/flock/pkg/nodeagent"
 )
 
 // TrimManagedFields is an informer transform that drops an object's
@@ -100,8 +102,9 @@ func TrimPod(obj any) (any, error) {
 }
 
 // statusRead reports whether the controller reads more of pod's status
-// than its phase: when a Flock controls it (a member), it is a helper, or
-// it mounts a claim (an orphan to adopt, whose status counts once it is
+// than its phase: when a Flock controls it (a member), it is a helper or a
+// node agent (whose Ready condition says the agent works), or it mounts a
+// claim (an orphan to adopt, whose status counts once it is
 // adopted, or a pod holding a member's data, for which the phase is read).
 // Any other pod of the cluster is cached for its labels and owner only
 // (they tell whether a Flock's selector takes it); its conditions and
@@ -112,7 +115,7 @@ func statusRead(pod *corev1.Pod) bool {
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && isFlockRef(ref) {
 		return true
 	}
-	return pod.Labels[LabelHelper] != "" || len(pod.Spec.Volumes) > 0
+	return pod.Labels[LabelHelper] != "" || pod.Labels[nodeagent.LabelComponent] == nodeagent.ComponentNodeAgent || len(pod.Spec.Volumes) > 0
 }
 
 // containerStates returns each container's name and state, all the

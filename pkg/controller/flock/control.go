@@ -276,6 +276,7 @@ func NewDefaultFlockControl(members, helpers MemberControl, data DataControl, re
 			return n
 		},
 		dataRoot: opts.DataRoot, helperNamespace: opts.HelperNamespace, helperImage: opts.CleanupImage,
+		agentGrace: opts.NodeAgentGrace,
 	}
 	return fc
 }

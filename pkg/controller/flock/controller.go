@@ -28,6 +28,7 @@ import (
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/pkg/generated/clientset/versioned"
 	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions/flock/v1alpha1"
+	"flock.dev/flock/pkg/nodeagent"
 )
 
 // Clients are the controller's clients of the core cluster, one per kind
@@ -190,11 +191,15 @@ func newWorkQueue(marks *precedenceMarks) workqueue.TypedRateLimitingInterface[s
 // that is a Flock, and a pod without a controller under orphanIndexKey of
 // its namespace (a helper pod under helperIndexKey too): a sync looks at its
 // own pods, its namespace's orphans and its helpers, never at every pod of
-// a namespace.
+// a namespace. A node agent's pod (labelled as one, on a node) is indexed
+// under nodeAgentIndexKey of its namespace and node.
 func indexByFlockController(obj any) ([]string, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return nil, nil
+	}
+	if pod.Labels[nodeagent.LabelComponent] == nodeagent.ComponentNodeAgent && pod.Spec.NodeName != "" {
+		return []string{nodeAgentIndexKey(pod.Namespace, pod.Spec.NodeName)}, nil
 	}
 	ref := metav1.GetControllerOfNoCopy(pod)
 	switch {
@@ -217,6 +222,12 @@ func orphanIndexKey(namespace string) string { return "orphans/" + namespace }
 // namespace working for the Flock with UID flockUID.
 func helperIndexKey(namespace string, flockUID types.UID) string {
 	return "helpers/" + namespace + "/" + string(flockUID)
+}
+
+// nodeAgentIndexKey is the podControllerUIDIndex key of the node agent pods
+// in namespace on node.
+func nodeAgentIndexKey(namespace, node string) string {
+	return "node-agents/" + namespace + "/" + node
 }
 
 // HasSynced reports whether every informer has synced and has delivered

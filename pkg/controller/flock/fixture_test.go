@@ -32,6 +32,7 @@ import (
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	flockfake "flock.dev/flock/pkg/generated/clientset/versioned/fake"
 	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
+	"flock.dev/flock/pkg/nodeagent"
 	"flock.dev/flock/pkg/placement"
 )
 
@@ -124,6 +125,17 @@ func (c *fakeMemberControl) ListPods(namespace string, selector labels.Selector)
 
 func (c *fakeMemberControl) ListHelperPods(namespace string, flockUID types.UID) ([]*corev1.Pod, error) {
 	return c.ListPods(namespace, labels.SelectorFromSet(labels.Set{LabelFlockUID: string(flockUID)}))
+}
+
+func (c *fakeMemberControl) ListNodeAgentPods(namespace, node string) ([]*corev1.Pod, error) {
+	agents, err := c.ListPods(namespace, labels.SelectorFromSet(labels.Set{nodeagent.LabelComponent: nodeagent.ComponentNodeAgent}))
+	var out []*corev1.Pod
+	for _, p := range agents {
+		if p.Spec.NodeName == node {
+			out = append(out, p)
+		}
+	}
+	return out, err
 }
 
 // ListPodsLive is ListPods plus the pods in uncachedPods (in the API

@@ -35,6 +35,9 @@ type MemberControl interface {
 	// UID flockUID in namespace, from the cache's index (not a scan of
 	// the namespace's pods).
 	ListHelperPods(namespace string, flockUID types.UID) ([]*corev1.Pod, error)
+	// ListNodeAgentPods returns the node agent pods in namespace on node,
+	// from the cache's index.
+	ListNodeAgentPods(namespace, node string) ([]*corev1.Pod, error)
 	// CreatePod creates pod. There is no UpdatePod: pods are cached
 	// trimmed (TrimPod), and one written back from the cache would lose
 	// its containers; pods change by PatchPod.
@@ -85,6 +88,10 @@ func (c *realMemberControl) ListPods(namespace string, selector labels.Selector)
 
 func (c *realMemberControl) ListHelperPods(namespace string, flockUID types.UID) ([]*corev1.Pod, error) {
 	return byIndex[*corev1.Pod](c.podIndexer, podControllerUIDIndex, helperIndexKey(namespace, flockUID))
+}
+
+func (c *realMemberControl) ListNodeAgentPods(namespace, node string) ([]*corev1.Pod, error) {
+	return byIndex[*corev1.Pod](c.podIndexer, podControllerUIDIndex, nodeAgentIndexKey(namespace, node))
 }
 
 // byIndex returns the objects of indexer under key of index, as T.

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/pkg/nodeagent"
 )
 
 // Names, labels and defaults of member data.
@@ -38,7 +39,7 @@ const (
 	LabelFlockNamespace = "flock.dev/namespace"
 	// LabelFlockUID is the UID of the Flock a PersistentVolume, claim or
 	// helper pod belongs to: names can be reused, UIDs cannot.
-	LabelFlockUID = "flock.dev/uid"
+	LabelFlockUID = nodeagent.LabelFlockUID
 	// LabelHelper marks a helper pod with its job: HelperPrepare or
 	// HelperCleanup.
 	LabelHelper = "flock.dev/helper"
@@ -50,11 +51,11 @@ const (
 	HelperCleanup = "cleanup"
 	// AnnotationPrepared on a member's PersistentVolume records that its
 	// directory was prepared (owner and mode set), so it is done once.
-	AnnotationPrepared = "flock.dev/prepared"
+	AnnotationPrepared = nodeagent.AnnotationPrepared
 	// AnnotationRemoved on a member's PersistentVolume records that its
 	// directory was removed (Delete retention), before the claim and the
 	// volume are deleted.
-	AnnotationRemoved = "flock.dev/removed"
+	AnnotationRemoved = nodeagent.AnnotationRemoved
 
 	// DefaultHelperNamespace is the namespace of helper pods when
 	// Options.HelperNamespace is empty: the server's own.
@@ -180,10 +181,13 @@ func NewLocalStorageClass() *storagev1.StorageClass {
 // kubernetes.io/hostname label is hostname, with a required node affinity to
 // it, retained when released, of spec.storage.size, in the flock-local
 // StorageClass, and bound to the member's claim, whose UID is claimUID (the
-// claim is made first; see completeBind).
+// claim is made first; see completeBind). Its annotations ask the node agent
+// of m's node, if there is one, to prepare the directory with the owner and
+// mode a prepare helper would give it (pkg/nodeagent).
 func NewMemberVolume(f *v1alpha1.Flock, m v1alpha1.FlockMember, hostname, dataRoot string, claimUID types.UID) *corev1.PersistentVolume {
 	hostPathType := corev1.HostPathDirectoryOrCreate
-	return &corev1.PersistentVolume{
+	uid, gid := dataOwner(f)
+	pv := &corev1.PersistentVolume{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:   PersistentVolumeName(f.UID, m.Ordinal),
 			Labels: dataLabels(f, m.Ordinal),
@@ -212,6 +216,8 @@ func NewMemberVolume(f *v1alpha1.Flock, m v1alpha1.FlockMember, hostname, dataRo
 			}},
 		},
 	}
+	nodeagent.SetRequest(pv, m.Node, uid, gid, storageMode(f))
+	return pv
 }
 
 // NewMemberClaim returns member ordinal's PersistentVolumeClaim, owned by f.

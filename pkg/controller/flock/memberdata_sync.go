@@ -24,6 +24,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/pkg/nodeagent"
 )
 
 // Reasons of MembersBlocked for members' data.
@@ -51,6 +52,9 @@ type dataSyncer struct {
 	// dataRoot, helperNamespace and helperImage are the controller's
 	// options.
 	dataRoot, helperNamespace, helperImage string
+	// agentGrace is Options.NodeAgentGrace: how long a new volume's
+	// directory is left to a Ready node agent (0: never).
+	agentGrace time.Duration
 	// prepared remembers the volumes marked prepared until the cache
 	// shows it.
 	prepared preparedMarks
@@ -147,7 +151,8 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 		if claim == nil || err != nil {
 			return st, err
 		}
-		if err := d.data.CreateVolume(ctx, NewMemberVolume(f, m, NodeHostname(node), d.dataRoot, claim.UID)); err != nil && !apierrors.IsAlreadyExists(err) {
+		made := NewMemberVolume(f, m, NodeHostname(node), d.dataRoot, claim.UID)
+		if err := d.data.CreateVolume(ctx, made); err != nil && !apierrors.IsAlreadyExists(err) {
 			d.event(f, corev1.EventTypeWarning, "FailedCreate", "create PersistentVolume %s for member %d (claim %s) failed: %v", pvName, ord, claimName, err)
 			return waiting("", "", "creating PersistentVolume %s failed", pvName), fmt.Errorf("creating PersistentVolume %s: %w", pvName, err)
 		}
@@ -156,11 +161,15 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 			pvName, ord, m.Node, MemberDataDir(d.dataRoot, f), claimName)
 		// Read again: when the cache is behind, the volume's event brings
 		// the next sync; the helper that prepares the directory starts at
-		// once all the same (the volume that records the directory exists).
+		// once all the same (the volume that records the directory exists),
+		// unless the node's agent is left to do it.
 		// The member is reported as prepare reports it, so that the
 		// volume and claim reaching the cache change nothing in the
 		// Flock's status: no status write per step (issue 17).
 		if pv, err = d.data.GetVolume(pvName); err != nil {
+			if st, ok := d.awaitNodeAgent(ctx, f, m, made, now); ok {
+				return st, nil
+			}
 			_, st, err := d.runHelper(ctx, f, m, HelperPrepare, now)
 			st.volume, st.claim = pvName, claimName
 			if st.blocked == nil {
@@ -414,6 +423,9 @@ func (d *dataSyncer) prepare(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.
 	ord := m.Ordinal
 	claimName := ClaimName(f, ord)
 	dir := MemberDataDir(d.dataRoot, f)
+	if st, ok := d.awaitNodeAgent(ctx, f, m, pv, now); ok {
+		return st, nil
+	}
 	done, st, err := d.runHelper(ctx, f, m, HelperPrepare, now)
 	if !done {
 		st.volume, st.claim = pv.Name, claimName
@@ -435,6 +447,40 @@ func (d *dataSyncer) prepare(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.
 	return dataState{ready: true, volume: pv.Name, claim: claimName, after: func(ctx context.Context) error {
 		return d.deleteHelpers(ctx, f, ord, HelperPrepare, false)
 	}}, nil
+}
+
+// awaitNodeAgent reports whether member m's directory is left to the node
+// agent of its node (pkg/nodeagent) for now, and the state to report then:
+// pv asks that agent, a Ready agent pod runs on the node, no prepare helper
+// was started for the member, and pv was made less than agentGrace ago (a
+// volume not yet written has no creation time: it is new). The member then
+// waits as for a helper; the agent's mark on the volume brings the next
+// sync, and the end of the grace one more, after which a helper pod does
+// the work (with a warning event, once: the helper exists from then on).
+func (d *dataSyncer) awaitNodeAgent(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, pv *corev1.PersistentVolume, now time.Time) (dataState, bool) {
+	if d.agentGrace <= 0 || !nodeagent.HasRequest(pv, m.Node) {
+		return dataState{}, false
+	}
+	if _, err := d.pods.GetPod(d.helperNamespace, HelperPodName(HelperPrepare, f.UID, m.Ordinal)); !apierrors.IsNotFound(err) {
+		return dataState{}, false
+	}
+	agents, err := d.pods.ListNodeAgentPods(d.helperNamespace, m.Node)
+	i := slices.IndexFunc(agents, isRunningAndReady)
+	if err != nil || i < 0 {
+		return dataState{}, false
+	}
+	made := pv.CreationTimestamp.Time
+	if made.IsZero() {
+		made = now
+	}
+	left := made.Add(d.agentGrace).Sub(now)
+	if left <= 0 {
+		d.event(f, corev1.EventTypeWarning, "NodeAgentSlow", "node agent %s/%s on node %s did not prepare data directory %s of member %d within %s; a helper pod prepares it",
+			agents[i].Namespace, agents[i].Name, m.Node, MemberDataDir(d.dataRoot, f), m.Ordinal, d.agentGrace)
+		return dataState{}, false
+	}
+	klog.FromContext(ctx).V(4).Info("Member data directory left to the node agent", "persistentVolume", pv.Name, "agent", klog.KObj(agents[i]), "grace", left)
+	return dataState{volume: pv.Name, claim: ClaimName(f, m.Ordinal), requeue: left, blocked: preparingBlockage(d.dataRoot, f, m)}, true
 }
 
 // preparingBlockage is why member m waits while its data directory is

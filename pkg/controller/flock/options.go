@@ -43,6 +43,11 @@ type Options struct {
 	// writes for at the same time, each member's writes in order (default
 	// DefaultMemberParallelism; 1: one member after another).
 	MemberParallelism int
+	// NodeAgentGrace is how long a member's new data directory waits for
+	// the node agent of its node (pkg/nodeagent), when one is Ready there,
+	// before a prepare helper pod does the work instead (default
+	// DefaultNodeAgentGrace).
+	NodeAgentGrace time.Duration
 }
 
 // Complete returns o with defaults filled in, or an error when a value is
@@ -68,6 +73,9 @@ func (o Options) Complete() (Options, error) {
 	}
 	if o.HelperNamespace == "" {
 		o.HelperNamespace = DefaultHelperNamespace
+	}
+	if o.NodeAgentGrace <= 0 {
+		o.NodeAgentGrace = DefaultNodeAgentGrace
 	}
 	return o, o.Validate()
 }
@@ -98,6 +106,9 @@ func (o Options) Validate() error {
 	if o.MemberParallelism < 1 {
 		errs = append(errs, fmt.Errorf("--member-parallelism must be at least 1, got %d", o.MemberParallelism))
 	}
+	if o.NodeAgentGrace <= 0 {
+		errs = append(errs, fmt.Errorf("--node-agent-grace must be positive, got %s", o.NodeAgentGrace))
+	}
 	return utilerrors.NewAggregate(errs)
 }
 
@@ -118,4 +129,8 @@ const (
 	DefaultRolloutHaltAfter = 30 * time.Second
 	// DefaultMemberParallelism is Options.MemberParallelism when unset.
 	DefaultMemberParallelism = 8
+	// DefaultNodeAgentGrace is Options.NodeAgentGrace when unset: long
+	// enough for an agent that is behind, short enough that a member
+	// whose agent is stuck still starts soon.
+	DefaultNodeAgentGrace = 15 * time.Second
 )

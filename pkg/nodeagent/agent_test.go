@@ -1,0 +1,110 @@
+package nodeagent
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2/ktesting"
+)
+
+// poll calls cond every 20 ms until it is true, failing the test after
+// 10 s.
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestAgent(t *testing.T) {
+	const node = "node-a"
+	root := t.TempDir()
+	outside := t.TempDir()
+	uid, gid := self()
+	member := func(name, node, path string) *corev1.PersistentVolume {
+		pv := volume(name, path)
+		pv.UID = types.UID("uid-" + name)
+		SetRequest(pv, node, uid, gid, 0o750)
+		return pv
+	}
+	mine := member("mine", node, filepath.Join(root, "ns", "f", "m-0"))
+	other := member("other", "node-b", filepath.Join(root, "ns", "f", "m-1"))
+	// Not a clean path: it would lead out of the data root.
+	escape := member("escape", node, root+"/../"+filepath.Base(outside)+"/m-2")
+	prepared := member("prepared", node, filepath.Join(root, "ns", "f", "m-3"))
+	prepared.Annotations[AnnotationPrepared] = "true"
+	client := fake.NewClientset(mine, other, escape, prepared)
+
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	agent := New(client, Options{NodeName: node, DataRoot: root})
+	done := make(chan error, 1)
+	go func() { done <- agent.Run(ctx) }()
+
+	annotated := func(name string) bool {
+		pv, err := client.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pv.Annotations[AnnotationPrepared] == "true"
+	}
+	event := func(name, reason string) bool {
+		events, err := client.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == name && e.Reason == reason {
+				return true
+			}
+		}
+		return false
+	}
+
+	poll(t, "the volume of this node marked prepared", func() bool { return annotated("mine") })
+	if u, g, m := stat(t, mine.Spec.HostPath.Path); int64(u) != uid || int64(g) != gid || m != 0o750 {
+		t.Errorf("prepared directory is %d:%d %#o, want %d:%d 0750", u, g, m, uid, gid)
+	}
+	poll(t, "a DataPrepared event", func() bool { return event("mine", ReasonDataPrepared) })
+	poll(t, "a PrepareRefused event for the escaping volume", func() bool { return event("escape", ReasonPrepareRefused) })
+	if !agent.Synced() {
+		t.Error("agent not synced while running")
+	}
+
+	if annotated("other") {
+		t.Error("the volume of another node was marked prepared")
+	}
+	if annotated("escape") {
+		t.Error("the escaping volume was marked prepared")
+	}
+	for _, p := range []string{other.Spec.HostPath.Path, prepared.Spec.HostPath.Path, filepath.Join(outside, "m-2")} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s was made (or: %v)", p, err)
+		}
+	}
+	if event("prepared", ReasonDataPrepared) || event("other", ReasonDataPrepared) {
+		t.Error("an event for a volume that was not pending")
+	}
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run returned %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the context was cancelled")
+	}
+}
