@@ -21,7 +21,8 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/flock-node-agent ./cmd/flock-node-agent
 
 ## image: the flock-apiserver image, built without a container engine: a
-## static binary on an empty base, non-root (hack/image). Writes an OCI layout,
+## static binary on an empty base, non-root (hack/image); and the node agent's
+## image beside it (IMAGE_REPO-node-agent). Writes an OCI layout,
 ## an import tarball, the digest and a kustomize component pinning the
 ## deployment's image to that digest, into _output/image. Reproducible: the
 ## same commit gives the same digest.
@@ -31,7 +32,8 @@ IMAGE_REVISION ?= $(shell git rev-parse HEAD 2>/dev/null)
 IMAGE_OUT ?= $(CURDIR)/_output/image
 image:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(IMAGE_OUT)/flock-apiserver ./cmd/flock-apiserver
-	$(GO) run ./hack/image -binary $(IMAGE_OUT)/flock-apiserver -out $(IMAGE_OUT) \
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(IMAGE_OUT)/flock-node-agent ./cmd/flock-node-agent
+	$(GO) run ./hack/image -binary $(IMAGE_OUT)/flock-apiserver -node-agent-binary $(IMAGE_OUT)/flock-node-agent -out $(IMAGE_OUT) \
 		-repo $(IMAGE_REPO) -version $(IMAGE_VERSION) -revision $(IMAGE_REVISION)
 
 ## tools: build the control-plane binaries (kube-apiserver, etcd, kwok, ...)

@@ -812,8 +812,8 @@ func printTable(res *results) {
 	}
 	if res.RealNodes > 0 {
 		fmt.Printf("On %d real nodes (kubelet with containerd on this machine, no kwok node; only the real-node case ran):\n"+
-			"every member pod runs %s (it idles), each Flock member's prepare helper too; StatefulSet+PV volumes are\n"+
-			"hostPath directories under each node's own data root.\n", res.RealNodes, cluster.TestImage)
+			"every member pod runs %s (it idles); the Flock node agent (%s, a DaemonSet) prepares Flock members'\n"+
+			"directories; StatefulSet+PV volumes are hostPath directories under each node's own data root.\n", res.RealNodes, cluster.TestImage, cluster.NodeAgentImage)
 	}
 	if len(res.Ready) > 0 {
 		fmt.Printf("\nMedians of %d runs; ratio = Flock time / anchor time (below 1 is better), each run's ratio in brackets.\n"+

@@ -40,6 +40,7 @@ import (
 
 	"flock.dev/flock/pkg/cmd/server"
 	"flock.dev/flock/pkg/etcd"
+	"flock.dev/flock/pkg/nodeagent"
 	"flock.dev/flock/test/cluster"
 )
 
@@ -723,4 +724,94 @@ func verifyServing(t *testing.T, caPEM, certPEM, keyPEM []byte, dnsName string) 
 		t.Error("the serving certificate is a CA")
 	}
 	return leaf
+}
+
+// The node agent's component (artifacts/deploy/components/node-agent): in
+// an overlay of the base it renders a DaemonSet whose pods the controller
+// recognizes as agents, with the deployment's data root, its node from the
+// downward API, and no more than a prepare helper may do (root with only
+// CHOWN and FOWNER, no privilege escalation, a read-only root); its RBAC is
+// the harness's (cluster.NodeAgentRules, which the real-node lane runs with);
+// and the server accepts every object (server dry run).
+func TestNodeAgentComponent(t *testing.T) {
+	requireBaseDeployment(t)
+	root := env.RepoRoot()
+	dir := t.TempDir()
+	rel := func(p string) string {
+		r, err := filepath.Rel(dir, filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	kust := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n",
+		rel("artifacts/deploy/base"), rel("artifacts/deploy/components/node-agent"))
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	forEachKubectl(t, func(t *testing.T, k cluster.Kubectl) {
+		r := renderKustomize(t, k, dir)
+		var d appsv1.Deployment
+		r.into(t, deploymentKey, &d)
+		var dataRoot string
+		for _, a := range d.Spec.Template.Spec.Containers[0].Args {
+			if v, ok := strings.CutPrefix(a, "--data-root="); ok {
+				dataRoot = v
+			}
+		}
+		var ds appsv1.DaemonSet
+		r.into(t, "DaemonSet/flock-system/flock-node-agent", &ds)
+		spec := ds.Spec.Template.Spec
+		if ds.Spec.Template.Labels[nodeagent.LabelComponent] != nodeagent.ComponentNodeAgent || spec.ServiceAccountName != cluster.NodeAgentName || spec.HostNetwork {
+			t.Errorf("agent pod labels %v, service account %q, hostNetwork %v", ds.Spec.Template.Labels, spec.ServiceAccountName, spec.HostNetwork)
+		}
+		if len(spec.Containers) != 1 || len(spec.Volumes) != 1 || spec.Volumes[0].HostPath == nil {
+			t.Fatalf("containers %d, volumes %+v", len(spec.Containers), spec.Volumes)
+		}
+		c := spec.Containers[0]
+		if dataRoot == "" || !slices.Contains(c.Args, "--data-root="+dataRoot) || spec.Volumes[0].HostPath.Path != dataRoot ||
+			len(c.VolumeMounts) != 1 || c.VolumeMounts[0].MountPath != dataRoot {
+			t.Errorf("the agent's data root: args %v, hostPath %s, mounts %+v; want the server's %q at the same path", c.Args, spec.Volumes[0].HostPath.Path, c.VolumeMounts, dataRoot)
+		}
+		if len(c.Env) != 1 || c.Env[0].Name != "NODE_NAME" || c.Env[0].ValueFrom == nil || c.Env[0].ValueFrom.FieldRef == nil || c.Env[0].ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+			t.Errorf("env %+v, want NODE_NAME from spec.nodeName", c.Env)
+		}
+		sc := c.SecurityContext
+		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+			sc.Privileged != nil && *sc.Privileged || sc.Capabilities == nil ||
+			!slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || !slices.Equal(sc.Capabilities.Add, []corev1.Capability{"CHOWN", "FOWNER"}) {
+			t.Errorf("agent securityContext %+v, want root with only CHOWN and FOWNER, no escalation, read-only root", sc)
+		}
+		var role rbacv1.ClusterRole
+		r.into(t, "ClusterRole//flock-node-agent", &role)
+		if !sameRules(role.Rules, cluster.NodeAgentRules) {
+			t.Errorf("ClusterRole rules %+v, want the harness's %+v", role.Rules, cluster.NodeAgentRules)
+		}
+		var binding rbacv1.ClusterRoleBinding
+		r.into(t, "ClusterRoleBinding//flock-node-agent", &binding)
+		if binding.RoleRef.Name != role.Name || len(binding.Subjects) != 1 || binding.Subjects[0].Namespace != cluster.FlockNamespace || binding.Subjects[0].Name != cluster.NodeAgentName {
+			t.Errorf("binding %+v", binding)
+		}
+		dryRunKustomize(t, env, k, dir)
+	})
+}
+
+// sameRules reports whether a and b allow the same verbs on the same
+// resources of the same groups (each rule flattened; order aside).
+func sameRules(a, b []rbacv1.PolicyRule) bool {
+	flat := func(rules []rbacv1.PolicyRule) []string {
+		var out []string
+		for _, r := range rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						out = append(out, g+"/"+res+"/"+v)
+					}
+				}
+			}
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	return slices.Equal(flat(a), flat(b))
 }

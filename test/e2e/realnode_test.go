@@ -27,9 +27,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 
 	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
+	flockcontroller "flock.dev/flock/pkg/controller/flock"
+	"flock.dev/flock/pkg/nodeagent"
 	"flock.dev/flock/test/cluster"
 )
 
@@ -472,6 +477,161 @@ func TestRealNodeNonRootMemberWrites(t *testing.T) {
 	}
 	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || sys.Uid != uint32(uid) {
 		t.Errorf("the file on the host is owned by %+v, want uid %d", st.Sys(), uid)
+	}
+}
+
+// watchPrepareHelpers counts the prepare helper pods made for Flocks of ns
+// (in the helpers' namespace) from now until the test ends.
+func watchPrepareHelpers(t *testing.T, ns string) func() int {
+	t.Helper()
+	sel := flockcontroller.LabelHelper + "=" + flockcontroller.HelperPrepare + "," + flockcontroller.LabelFlockNamespace + "=" + ns
+	w, err := env.Kube.CoreV1().Pods(cluster.FlockNamespace).Watch(ctxFor(t), metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		t.Fatalf("watch the prepare helpers: %v", err)
+	}
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	go func() {
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && ev.Type == watch.Added {
+				mu.Lock()
+				seen[p.Name] = true
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen)
+	}
+}
+
+// checkPreparedDir checks member pod's data directory on its node: owned
+// by uid:gid with mode, and written by the member (a non-root user).
+func checkPreparedDir(t *testing.T, pod *corev1.Pod, uid, gid int64, mode os.FileMode) {
+	t.Helper()
+	if _, err := memberExec(ctxFor(t), pod.Namespace, pod.Name, "write", "/data/mine", "from "+pod.Name); err != nil {
+		t.Errorf("member %s cannot write its directory: %v", pod.Name, err)
+	}
+	st, err := os.Stat(memberHostDir(t, pod))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || int64(sys.Uid) != uid || int64(sys.Gid) != gid || st.Mode().Perm() != mode {
+		t.Errorf("member %s's directory: owner %d:%d, mode %v; want %d:%d, %v", pod.Name, sys.Uid, sys.Gid, st.Mode().Perm(), uid, gid, mode)
+	}
+}
+
+// The node agent (cmd/flock-node-agent, a DaemonSet on the real nodes)
+// prepares each member's data directory: no prepare helper pod is made,
+// each member's volume is marked prepared by the agent, which records an
+// event on it, and the directory has the template's owner and the Flock's
+// mode, so the non-root member writes it.
+func TestRealNodeAgentPreparesData(t *testing.T) {
+	nodes := needRealNodes(t)
+	ns := newNamespace(t)
+	helpers := watchPrepareHelpers(t, ns)
+	const name = "agent"
+	f := realFlock(name, ns, 2)
+	f.Spec.Placement.Nodes = []string{nodes[0].Name, nodes[1].Name}
+	uid, gid := int64(1001), int64(2001)
+	f.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: &uid, RunAsGroup: &gid, FSGroup: &gid}
+	f.Spec.Storage.Mode = ptr.To(int32(0o750))
+	created := createFlock(t, f)
+	for i, node := range nodes {
+		pod := waitRealMember(t, ns, fmt.Sprintf("%s-%d", name, i), node.Name, "")
+		checkPreparedDir(t, pod, uid, gid, 0o750)
+		pvName := flockcontroller.PersistentVolumeName(created.UID, int32(i))
+		eventually(t, 30*time.Second, "the agent's event on volume "+pvName, func(ctx context.Context) error {
+			pv, err := env.Kube.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if pv.Annotations[flockcontroller.AnnotationPrepared] != "true" {
+				return fmt.Errorf("annotations %v", pv.Annotations)
+			}
+			evs, err := env.Kube.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pvName})
+			if err != nil {
+				return err
+			}
+			for _, ev := range evs.Items {
+				if ev.Reason == "DataPrepared" && ev.Source.Component == "flock-node-agent" && ev.Source.Host == node.Name {
+					return nil
+				}
+			}
+			return fmt.Errorf("no DataPrepared event of flock-node-agent on %s among %d", node.Name, len(evs.Items))
+		})
+	}
+	if n := helpers(); n != 0 {
+		t.Errorf("%d prepare helper pods were made; the node agents prepare the directories", n)
+	}
+}
+
+// Without a Ready node agent on its node (its DaemonSet selects no node
+// for a while), a member's directory is prepared by a helper pod at once,
+// as before agents.
+func TestRealNodeWithoutAgentAHelperPrepares(t *testing.T) {
+	nodes := needRealNodes(t)
+	agents := env.Kube.AppsV1().DaemonSets(cluster.FlockNamespace)
+	sel := nodeagent.LabelComponent + "=" + nodeagent.ComponentNodeAgent
+	agentPods := func(ctx context.Context) (int, error) {
+		l, err := env.Kube.CoreV1().Pods(cluster.FlockNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return 0, err
+		}
+		return len(l.Items), nil
+	}
+	patch := func(ctx context.Context, value string) error {
+		_, err := agents.Patch(ctx, cluster.NodeAgentName, types.StrategicMergePatchType,
+			[]byte(`{"spec":{"template":{"spec":{"nodeSelector":{"e2e.flock.dev/no-agent":`+value+`}}}}}`), metav1.PatchOptions{})
+		return err
+	}
+	if err := patch(ctxFor(t), `"true"`); err != nil {
+		t.Fatalf("moving the node agents away: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := patch(ctx, "null"); err != nil {
+			t.Errorf("bringing the node agents back: %v", err)
+			return
+		}
+		// (t.Context is done in a cleanup: a loop of its own.)
+		for {
+			l, err := env.Kube.CoreV1().Pods(cluster.FlockNamespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+			if err == nil && len(slices.DeleteFunc(l.Items, func(p corev1.Pod) bool { return !podReady(&p) })) >= len(nodes) {
+				return
+			}
+			select {
+			case <-ctx.Done():
+				t.Errorf("no node agent Ready on each real node a minute after they were brought back (%v)", err)
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	})
+	eventually(t, time.Minute, "no node agent pod", func(ctx context.Context) error {
+		if n, err := agentPods(ctx); err != nil || n > 0 {
+			return fmt.Errorf("%d pods, %v", n, err)
+		}
+		return nil
+	})
+
+	ns := newNamespace(t)
+	helpers := watchPrepareHelpers(t, ns)
+	const name = "noagent"
+	f := realFlock(name, ns, 1)
+	f.Spec.Placement.Nodes = []string{nodes[0].Name}
+	uid, gid := int64(1002), int64(2002)
+	f.Spec.Template.Spec.SecurityContext = &corev1.PodSecurityContext{RunAsUser: &uid, RunAsGroup: &gid, FSGroup: &gid}
+	createFlock(t, f)
+	pod := waitRealMember(t, ns, name+"-0", nodes[0].Name, "")
+	checkPreparedDir(t, pod, uid, gid, 0o770)
+	if n := helpers(); n != 1 {
+		t.Errorf("%d prepare helper pods; want the one of the member, without an agent", n)
 	}
 }
 
