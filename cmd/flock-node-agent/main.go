@@ -42,6 +42,7 @@ func main() {
 	flag.Float64Var(&qps, "kube-api-qps", 20, "queries per second to the Kubernetes API server")
 	flag.IntVar(&burst, "kube-api-burst", 40, "burst of queries to the Kubernetes API server")
 	flag.IntVar(&opts.Workers, "workers", nodeagent.DefaultWorkers, "volumes prepared at once")
+	flag.BoolVar(&opts.AnyNode, "simulate-any-node", false, "simulators only: prepare the pending volumes of every node, as one process on the host standing in for the agents of kwok nodes (whose directories are all on this host); never on a real node")
 	flag.Parse()
 
 	switch {

@@ -58,6 +58,11 @@ type Options struct {
 	Workers int
 	// Resync is the informer's resync period (none if zero).
 	Resync time.Duration
+	// AnyNode makes the agent prepare the pending volumes of every node,
+	// not only of NodeName: one process on the host standing in for the
+	// agents of simulated (kwok) nodes, whose directories are all on that
+	// host. Never in a cluster of real nodes.
+	AnyNode bool
 }
 
 // Agent prepares the data directories of the Flock member volumes of its
@@ -181,9 +186,19 @@ func (a *Agent) Run(ctx context.Context) error {
 // enqueue queues a volume that is pending for the agent's node.
 func (a *Agent) enqueue(obj any) {
 	pv, ok := obj.(*corev1.PersistentVolume)
-	if ok && Pending(pv, a.opts.NodeName) {
+	if ok && a.pending(pv) {
 		a.queue.Add(pv.Name)
 	}
+}
+
+// pending reports whether pv is pending for this agent: for its node, or
+// for any node with Options.AnyNode.
+func (a *Agent) pending(pv *corev1.PersistentVolume) bool {
+	if a.opts.AnyNode {
+		node := pv.Annotations[AnnotationNode]
+		return node != "" && Pending(pv, node)
+	}
+	return Pending(pv, a.opts.NodeName)
 }
 
 // processNext prepares the next queued volume; it returns false once the
@@ -216,7 +231,7 @@ func (a *Agent) sync(ctx context.Context, name string) bool {
 		logger.Error(err, "Reading a PersistentVolume from the cache failed")
 		return false
 	}
-	if !Pending(pv, a.opts.NodeName) {
+	if !a.pending(pv) {
 		return true
 	}
 	req, err := RequestOf(pv, a.opts.DataRoot)

@@ -108,3 +108,39 @@ func TestAgent(t *testing.T) {
 		t.Fatal("Run did not return after the context was cancelled")
 	}
 }
+
+// With AnyNode (one host process standing in for the agents of kwok
+// nodes) the volumes of every node are prepared, and still only those that
+// ask for it.
+func TestAgentAnyNode(t *testing.T) {
+	root := t.TempDir()
+	uid, gid := self()
+	a := volume("a", filepath.Join(root, "ns", "f", "m-0"))
+	SetRequest(a, "kwok-1", uid, gid, 0o700)
+	b := volume("b", filepath.Join(root, "ns", "f", "m-1"))
+	SetRequest(b, "kwok-2", uid, gid, 0o700)
+	unasked := volume("unasked", filepath.Join(root, "ns", "f", "m-2"))
+	client := fake.NewClientset(a, b, unasked)
+
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, client, Options{NodeName: "simulated", DataRoot: root, AnyNode: true}) }()
+	for _, pv := range []*corev1.PersistentVolume{a, b} {
+		poll(t, "volume "+pv.Name+" marked prepared", func() bool {
+			got, err := client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+			return err == nil && got.Annotations[AnnotationPrepared] == "true"
+		})
+		if _, _, m := stat(t, pv.Spec.HostPath.Path); m != 0o700 {
+			t.Errorf("%s: mode %#o, want 0700", pv.Spec.HostPath.Path, m)
+		}
+	}
+	if _, err := os.Lstat(unasked.Spec.HostPath.Path); !os.IsNotExist(err) {
+		t.Errorf("a volume that asks no agent was prepared (or: %v)", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+}
