@@ -76,9 +76,14 @@ var (
 	apiRuns      = flag.Int("api-runs", 3, "runs of the create, get and LIST cases, the four targets taking turns (the table shows medians)")
 	readyRuns    = flag.Int("runs", 3, "runs of each readiness case, the kinds (StatefulSet, StatefulSet+PV, Flock) taking turns (the table shows medians)")
 	floodN       = flag.Int("flood", 200, "objects flooding one namespace in the flood case, StatefulSet vs Flock (0: no flood case)")
+	nodeAgents   = flag.Bool("node-agents", true, "on kwok nodes, simulate the Flock node agents (a DaemonSet kwok reports Ready, and one flock-node-agent process on this machine doing their work) so Flock members' directories are prepared as with agents on real nodes; false: prepare helper pods (kwok runs each 500 ms); not in the memory case")
 	realNodesN   = flag.Int("real-nodes", 0, "run the readiness comparison on N real nodes (kubelet with containerd on this machine; needs root; 2 is what the e2e real lane runs, at most 8) "+
 		"instead of the kwok nodes: the one case is N members Parallel, each kind -runs times, and the kwok readiness and flood cases do not run (0: off)")
 )
+
+// simulatedAgents: the kwok nodes' node agents run (-node-agents), so the
+// agents of nodes added for a case are waited for too.
+var simulatedAgents bool
 
 // clientQPS is the benchmark clients' rate limit, the same for every
 // target and high enough not to limit them.
@@ -105,9 +110,12 @@ type results struct {
 	ControllerQPS int       `json:"controllerQPS"`
 	ReadyRuns     int       `json:"readyRuns"`
 	APIRuns       int       `json:"apiRuns,omitempty"`
-	RealNodes     int       `json:"realNodes,omitempty"`
-	API           []row     `json:"api"`
-	Ready         []row     `json:"ready"`
+	// KwokNodeAgents: the kwok nodes' node agents were simulated
+	// (-node-agents).
+	KwokNodeAgents bool  `json:"kwokNodeAgents,omitempty"`
+	RealNodes      int   `json:"realNodes,omitempty"`
+	API            []row `json:"api"`
+	Ready          []row `json:"ready"`
 	// Timeline is the real-node case's: when the last member passed each step.
 	Timeline   []row              `json:"timeline,omitempty"`
 	PeakRSSMiB map[string]float64 `json:"peakRSSMiB"`
@@ -158,6 +166,10 @@ func run() error {
 		FlockEnv:              strings.Fields(*flockEnv),
 		ControllerManagerArgs: []string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst},
 	}
+	kwokAgents := *nodeAgents && *realNodesN == 0 && *memoryN == 0
+	if kwokAgents {
+		opts.DataRoot = filepath.Join(dir, "data")
+	}
 	var before cluster.MachineState
 	if *realNodesN > 0 {
 		if err := onlyRealNodes(&opts, *realNodesN); err != nil {
@@ -173,7 +185,13 @@ func run() error {
 	defer c.Down()
 
 	res := &results{Started: time.Now().UTC(), Machine: machine(), ClientQPS: clientQPS, ControllerQPS: *controlQPS, ReadyRuns: *readyRuns, APIRuns: *apiRuns,
-		RealNodes: len(c.RealNodes())}
+		RealNodes: len(c.RealNodes()), KwokNodeAgents: kwokAgents}
+	if kwokAgents {
+		if err := c.StartKwokNodeAgents(ctx); err != nil {
+			return err
+		}
+		simulatedAgents = true
+	}
 	if *memoryN > 0 {
 		if res.Memory, err = memoryCase(ctx, c, *memoryN, *heapPath); err != nil {
 			return err
@@ -814,6 +832,14 @@ func printTable(res *results) {
 		fmt.Printf("On %d real nodes (kubelet with containerd on this machine, no kwok node; only the real-node case ran):\n"+
 			"every member pod runs %s (it idles); the Flock node agent (%s, a DaemonSet) prepares Flock members'\n"+
 			"directories; StatefulSet+PV volumes are hostPath directories under each node's own data root.\n", res.RealNodes, cluster.TestImage, cluster.NodeAgentImage)
+	}
+	if len(res.Ready) > 0 && res.RealNodes == 0 {
+		if res.KwokNodeAgents {
+			fmt.Printf("\nFlock members' data directories: prepared by the node agents, simulated for the kwok nodes (a DaemonSet kwok reports\n" +
+				"Ready, and one flock-node-agent process on this machine doing their work, -node-agents).\n")
+		} else {
+			fmt.Printf("\nFlock members' data directories: prepared by helper pods (kwok runs each 500 ms; -node-agents=false).\n")
+		}
 	}
 	if len(res.Ready) > 0 {
 		fmt.Printf("\nMedians of %d runs; ratio = Flock time / anchor time (below 1 is better), each run's ratio in brackets.\n"+

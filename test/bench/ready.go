@@ -191,6 +191,11 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, []row, error) {
 				return nil, nil, fmt.Errorf("adding node %d: %w", i, err)
 			}
 		}
+		if simulatedAgents {
+			if err := c.WaitKwokNodeAgents(ctx); err != nil {
+				return nil, nil, err
+			}
+		}
 		pods := row{Case: "ready: " + rc.name, Unit: "ms", Values: map[string]float64{}, Samples: map[string][]float64{}, Unfinished: map[string]string{}}
 		status := row{Case: "readyReplicas: " + rc.name, Unit: "ms", Values: map[string]float64{}, Samples: map[string][]float64{}}
 		for run := range *readyRuns {

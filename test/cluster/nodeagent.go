@@ -206,3 +206,70 @@ func (c *Cluster) importNodeAgentImage(ctx context.Context, rn *RealNode) error 
 	}
 	return nil
 }
+
+// KwokNodeAgentName names the DaemonSet of the kwok nodes' simulated agents.
+const KwokNodeAgentName = "flock-node-agent-kwok"
+
+// StartKwokNodeAgents simulates the node agents of the kwok nodes: a
+// DaemonSet on them, whose pods kwok reports Ready (so the controller
+// relies on them as on real agents), and one flock-node-agent process on
+// this machine doing their work for all of them (--simulate-any-node): it
+// makes each member directory under Options.DataRoot on this machine,
+// where a kwok node's would be, and marks its volume prepared. It waits
+// until an agent pod is Ready on every kwok node.
+func (c *Cluster) StartKwokNodeAgents(ctx context.Context) error {
+	if c.opts.DataRoot == "" {
+		return fmt.Errorf("kwok node agents need Options.DataRoot (the simulated nodes' directories are made there)")
+	}
+	if err := os.MkdirAll(c.opts.DataRoot, 0o755); err != nil {
+		return err
+	}
+	if _, err := c.start(ctx, "flock-node-agent-kwok", "flock-node-agent", []string{
+		"--simulate-any-node", "--node-name=kwok-nodes", "--data-root=" + c.opts.DataRoot, "--kubeconfig=" + c.KubeconfigPath,
+		"--kube-api-qps=200", "--kube-api-burst=400", "--v=2",
+	}, nil); err != nil {
+		return err
+	}
+	ds := c.nodeAgentDaemonSet()
+	ds.Name = KwokNodeAgentName
+	spec := &ds.Spec.Template.Spec
+	spec.NodeSelector = map[string]string{"type": "kwok"}
+	spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	spec.ServiceAccountName = ""
+	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: FlockNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("namespace %s: %w", FlockNamespace, err)
+	}
+	if _, err := c.Kube.AppsV1().DaemonSets(FlockNamespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("kwok node agent DaemonSet: %w", err)
+	}
+	return c.WaitKwokNodeAgents(ctx)
+}
+
+// WaitKwokNodeAgents waits (at most 3 minutes) until the kwok nodes'
+// agent DaemonSet has a Ready pod on every node it selects (after nodes
+// were added).
+func (c *Cluster) WaitKwokNodeAgents(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	for {
+		ds, err := c.Kube.AppsV1().DaemonSets(FlockNamespace).Get(ctx, KwokNodeAgentName, metav1.GetOptions{})
+		if err == nil && ds.Status.ObservedGeneration == ds.Generation && ds.Status.DesiredNumberScheduled > 0 &&
+			ds.Status.NumberReady == ds.Status.DesiredNumberScheduled && ds.Status.DesiredNumberScheduled == int32(c.kwokNodeCount(ctx)) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the kwok nodes' agents not all Ready within 3 minutes (last: %v)", err)
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// kwokNodeCount is the number of kwok nodes (-1 when unknown).
+func (c *Cluster) kwokNodeCount(ctx context.Context) int {
+	l, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: "type=kwok"})
+	if err != nil {
+		return -1
+	}
+	return len(l.Items)
+}
