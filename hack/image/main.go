@@ -62,14 +62,6 @@ func main() {
 func imageSpec(bin []byte, version, revision, source string) ociimage.Spec {
 	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", nonRootID, nonRootID)
 	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", nonRootID)
-	labels := map[string]string{
-		"org.opencontainers.image.title":   "flock-apiserver",
-		"org.opencontainers.image.version": version,
-		"org.opencontainers.image.source":  source,
-	}
-	if revision != "" {
-		labels["org.opencontainers.image.revision"] = revision
-	}
 	return ociimage.Spec{
 		Entries: []ociimage.Entry{
 			{Path: binaryPath, Mode: 0o755, Data: bin},
@@ -83,20 +75,25 @@ func imageSpec(bin []byte, version, revision, source string) ociimage.Spec {
 		User:       fmt.Sprintf("%d:%d", nonRootID, nonRootID),
 		WorkingDir: "/",
 		Env:        []string{"PATH=/usr/local/bin"},
-		Labels:     labels,
+		Labels:     imageLabels("flock-apiserver", version, revision, source),
 	}
 }
 
-// agentImageSpec is the node agent's image around its binary's bytes.
-func agentImageSpec(bin []byte, version, revision, source string) ociimage.Spec {
+// imageLabels are the OCI labels of the image titled title.
+func imageLabels(title, version, revision, source string) map[string]string {
 	labels := map[string]string{
-		"org.opencontainers.image.title":   "flock-node-agent",
+		"org.opencontainers.image.title":   title,
 		"org.opencontainers.image.version": version,
 		"org.opencontainers.image.source":  source,
 	}
 	if revision != "" {
 		labels["org.opencontainers.image.revision"] = revision
 	}
+	return labels
+}
+
+// agentImageSpec is the node agent's image around its binary's bytes.
+func agentImageSpec(bin []byte, version, revision, source string) ociimage.Spec {
 	return ociimage.Spec{
 		Entries: []ociimage.Entry{
 			{Path: agentBinaryPath, Mode: 0o755, Data: bin},
@@ -104,7 +101,7 @@ func agentImageSpec(bin []byte, version, revision, source string) ociimage.Spec 
 		},
 		Entrypoint: []string{agentBinaryPath},
 		WorkingDir: "/",
-		Labels:     labels,
+		Labels:     imageLabels("flock-node-agent", version, revision, source),
 	}
 }
 

@@ -736,19 +736,25 @@ func verifyServing(t *testing.T, caPEM, certPEM, keyPEM []byte, dnsName string) 
 func TestNodeAgentComponent(t *testing.T) {
 	requireBaseDeployment(t)
 	root := env.RepoRoot()
-	dir := t.TempDir()
-	rel := func(p string) string {
-		r, err := filepath.Rel(dir, filepath.Join(root, p))
-		if err != nil {
+	// withAgent is a kustomization of overlay (or the base) with the
+	// component.
+	withAgent := func(overlay string) string {
+		dir := t.TempDir()
+		rel := func(p string) string {
+			r, err := filepath.Rel(dir, filepath.Join(root, p))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r
+		}
+		kust := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n",
+			rel(overlay), rel("artifacts/deploy/components/node-agent"))
+		if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return r
+		return dir
 	}
-	kust := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n",
-		rel("artifacts/deploy/base"), rel("artifacts/deploy/components/node-agent"))
-	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, dev := withAgent("artifacts/deploy/base"), withAgent("artifacts/deploy/overlays/dev")
 	forEachKubectl(t, func(t *testing.T, k cluster.Kubectl) {
 		r := renderKustomize(t, k, dir)
 		var d appsv1.Deployment
@@ -792,7 +798,9 @@ func TestNodeAgentComponent(t *testing.T) {
 		if binding.RoleRef.Name != role.Name || len(binding.Subjects) != 1 || binding.Subjects[0].Namespace != cluster.FlockNamespace || binding.Subjects[0].Name != cluster.NodeAgentName {
 			t.Errorf("binding %+v", binding)
 		}
-		dryRunKustomize(t, env, k, dir)
+		// On the local control plane, over the overlay it runs (the dev
+		// overlay: flock-apiserver on the host).
+		dryRunKustomize(t, env, k, dev)
 	})
 }
 

@@ -38,12 +38,37 @@ func TestMakeImage(t *testing.T) {
 	if !strings.HasPrefix(digests[0], "sha256:") || digests[0] != digests[1] {
 		t.Fatalf("make image twice from one commit: digests %q and %q, want one sha256 digest", digests[0], digests[1])
 	}
-	for _, f := range []string{"oci/index.json", "flock-apiserver.tar", "kustomization.yaml"} {
+	for _, f := range []string{"oci/index.json", "flock-apiserver.tar", "kustomization.yaml", "oci-node-agent/index.json", "flock-node-agent.tar", "node-agent-digest"} {
 		a, errA := os.ReadFile(filepath.Join(outs[0], f))
 		b, errB := os.ReadFile(filepath.Join(outs[1], f))
 		if errA != nil || errB != nil || !bytes.Equal(a, b) {
 			t.Errorf("%s differs between two runs (%v, %v)", f, errA, errB)
 		}
+	}
+
+	// The node agent's image beside it: its layout validates, it runs the
+	// agent, and the component pins it by its digest.
+	agentDigest, err := os.ReadFile(filepath.Join(outs[0], "node-agent-digest"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentIdx, err := layout.ImageIndexFromPath(filepath.Join(outs[0], "oci-node-agent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := validate.Index(agentIdx); err != nil {
+		t.Fatalf("the node agent's OCI layout does not validate: %v", err)
+	}
+	if am, err := agentIdx.IndexManifest(); err != nil || len(am.Manifests) != 1 || am.Manifests[0].Digest.String() != strings.TrimSpace(string(agentDigest)) {
+		t.Fatalf("node agent index %+v (%v), want one manifest %s", am, err, agentDigest)
+	} else if img, err := agentIdx.Image(am.Manifests[0].Digest); err != nil {
+		t.Fatal(err)
+	} else if cf, err := img.ConfigFile(); err != nil || len(cf.Config.Entrypoint) != 1 || cf.Config.Entrypoint[0] != "/usr/local/bin/flock-node-agent" {
+		t.Errorf("node agent image config %+v (%v), want the entrypoint /usr/local/bin/flock-node-agent", cf, err)
+	}
+	if kust, err := os.ReadFile(filepath.Join(outs[0], "kustomization.yaml")); err != nil ||
+		!strings.Contains(string(kust), "- name: flock-node-agent\n  newName: localhost/flock-apiserver-node-agent\n  digest: "+strings.TrimSpace(string(agentDigest))) {
+		t.Errorf("the component does not pin the node agent's image by its digest %s: %s (%v)", agentDigest, kust, err)
 	}
 
 	// The layout validates (every blob's digest and size, manifest, config).
