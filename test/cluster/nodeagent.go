@@ -15,6 +15,7 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
 	"flock.dev/flock/internal/ociimage"
@@ -100,11 +102,55 @@ func (c *Cluster) ensureNodeAgents(ctx context.Context, nodes []*RealNode) error
 	if err := create(err); err != nil {
 		return fmt.Errorf("node agent ClusterRoleBinding: %w", err)
 	}
+	if err := c.CreateNodeAgentPolicy(ctx); err != nil {
+		return err
+	}
 	_, err = kube.AppsV1().DaemonSets(FlockNamespace).Create(ctx, c.nodeAgentDaemonSet(), metav1.CreateOptions{})
 	if err := create(err); err != nil {
 		return fmt.Errorf("node agent DaemonSet: %w", err)
 	}
 	return c.waitNodeAgents(ctx, nodes)
+}
+
+// NodeAgentPolicyFile holds the ValidatingAdmissionPolicy (and its
+// binding) that holds the agent's writes to marking Flock member volumes
+// prepared, as the deploy component ships it.
+const NodeAgentPolicyFile = "artifacts/deploy/components/node-agent/validatingadmissionpolicy.yaml"
+
+// CreateNodeAgentPolicy creates, unless they exist, the objects of
+// NodeAgentPolicyFile, read from the repository.
+func (c *Cluster) CreateNodeAgentPolicy(ctx context.Context) error {
+	data, err := os.ReadFile(filepath.Join(c.opts.RepoRoot, NodeAgentPolicyFile))
+	if err != nil {
+		return err
+	}
+	objs, err := decodeManifests(data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", NodeAgentPolicyFile, err)
+	}
+	admission := c.Kube.AdmissionregistrationV1()
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ValidatingAdmissionPolicy":
+			var p admissionv1.ValidatingAdmissionPolicy
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &p); err != nil {
+				return err
+			}
+			_, err = admission.ValidatingAdmissionPolicies().Create(ctx, &p, metav1.CreateOptions{})
+		case "ValidatingAdmissionPolicyBinding":
+			var b admissionv1.ValidatingAdmissionPolicyBinding
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &b); err != nil {
+				return err
+			}
+			_, err = admission.ValidatingAdmissionPolicyBindings().Create(ctx, &b, metav1.CreateOptions{})
+		default:
+			return fmt.Errorf("%s: unexpected %s", NodeAgentPolicyFile, o.GetKind())
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	return nil
 }
 
 // nodeAgentDaemonSet is the agent's DaemonSet on the real nodes. In this
