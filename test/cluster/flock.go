@@ -132,6 +132,11 @@ func (c *Cluster) applyRegistration(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	return c.applyObjects(ctx, objs, LocalOverlay)
+}
+
+// applyObjects applies objs, from source, with server-side apply.
+func (c *Cluster) applyObjects(ctx context.Context, objs []*unstructured.Unstructured, source string) error {
 	items := make([]any, 0, len(objs))
 	for _, o := range objs {
 		items = append(items, o.Object)
@@ -142,9 +147,9 @@ func (c *Cluster) applyRegistration(ctx context.Context) error {
 	}
 	if _, err := c.KubectlInput(ctx, c.KubectlBuilt(), string(list),
 		"apply", "--server-side", "--field-manager="+FieldManager, "-f", "-"); err != nil {
-		return fmt.Errorf("apply registration manifests: %w", err)
+		return fmt.Errorf("apply %s: %w", source, err)
 	}
-	klog.FromContext(ctx).Info("Applied registration manifests", "overlay", LocalOverlay, "objects", len(objs))
+	klog.FromContext(ctx).Info("Applied manifests", "source", source, "objects", len(objs))
 	return nil
 }
 

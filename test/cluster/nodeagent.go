@@ -11,20 +11,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/utils/ptr"
 
 	"flock.dev/flock/internal/ociimage"
 	"flock.dev/flock/pkg/nodeagent"
@@ -58,152 +56,107 @@ func WriteNodeAgentImage(binary, tarball string) error {
 	return ociimage.WriteTarball(tarball, map[string]v1.Image{NodeAgentImage: img})
 }
 
-// NodeAgentRules are what the agent may do: read member volumes and mark
-// them prepared, and record events on them.
-var NodeAgentRules = []rbacv1.PolicyRule{
-	{APIGroups: []string{""}, Resources: []string{"persistentvolumes"}, Verbs: []string{"get", "list", "watch", "patch"}},
-	{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
-	{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+// NodeAgentComponent is the deploy component the harness runs the agent
+// from: its files, as shipped, with the DaemonSet adapted to this machine.
+const NodeAgentComponent = "artifacts/deploy/components/node-agent"
+
+// NodeAgentObjects returns the objects of NodeAgentComponent, read from the
+// files in repoRoot, with its DaemonSet passed through daemonSet, or left
+// out when daemonSet is nil.
+func NodeAgentObjects(repoRoot string, daemonSet func(*appsv1.DaemonSet)) ([]*unstructured.Unstructured, error) {
+	files, err := filepath.Glob(filepath.Join(repoRoot, NodeAgentComponent, "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, f := range files {
+		if filepath.Base(f) == "kustomization.yaml" {
+			continue
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		objs, err := decodeManifests(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		for _, o := range objs {
+			if o.GetKind() != "DaemonSet" {
+				out = append(out, o)
+				continue
+			}
+			if daemonSet == nil {
+				continue
+			}
+			var ds appsv1.DaemonSet
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &ds); err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
+			daemonSet(&ds)
+			m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&ds)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, &unstructured.Unstructured{Object: m})
+		}
+	}
+	return out, nil
 }
 
-// ensureNodeAgents creates, unless they exist, the agent's ServiceAccount,
-// ClusterRole and binding, and its DaemonSet on the real nodes, and waits
-// (at most a minute) until an agent pod is Ready on each of nodes. Without
-// a data root of their own (Options.DataRoot) the real nodes share the
-// machine's, and no agent runs: helper pods prepare the directories.
+// ApplyNodeAgent applies NodeAgentComponent's objects (server-side), the
+// DaemonSet adapted by daemonSet (nil: without it).
+func (c *Cluster) ApplyNodeAgent(ctx context.Context, daemonSet func(*appsv1.DaemonSet)) error {
+	objs, err := NodeAgentObjects(c.opts.RepoRoot, daemonSet)
+	if err != nil {
+		return err
+	}
+	return c.applyObjects(ctx, objs, NodeAgentComponent)
+}
+
+// ensureNodeAgents applies the node agent's component, its DaemonSet on
+// the real nodes (realNodeAgent), and waits (at most a minute) until an
+// agent pod is Ready on each of nodes. Without a data root of their own
+// (Options.DataRoot) the real nodes share the machine's, and no agent runs:
+// helper pods prepare the directories.
 func (c *Cluster) ensureNodeAgents(ctx context.Context, nodes []*RealNode) error {
 	if c.opts.DataRoot == "" || len(nodes) == 0 {
 		return nil
 	}
-	kube := c.Kube
-	create := func(err error) error {
-		if apierrors.IsAlreadyExists(err) {
-			return nil
-		}
-		return err
-	}
-	_, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: FlockNamespace}}, metav1.CreateOptions{})
-	if err := create(err); err != nil {
+	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: FlockNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("namespace %s: %w", FlockNamespace, err)
 	}
-	_, err = kube.CoreV1().ServiceAccounts(FlockNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: NodeAgentName}}, metav1.CreateOptions{})
-	if err := create(err); err != nil {
-		return fmt.Errorf("node agent ServiceAccount: %w", err)
-	}
-	_, err = kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: NodeAgentName}, Rules: NodeAgentRules}, metav1.CreateOptions{})
-	if err := create(err); err != nil {
-		return fmt.Errorf("node agent ClusterRole: %w", err)
-	}
-	_, err = kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: NodeAgentName},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: NodeAgentName},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: FlockNamespace, Name: NodeAgentName}},
-	}, metav1.CreateOptions{})
-	if err := create(err); err != nil {
-		return fmt.Errorf("node agent ClusterRoleBinding: %w", err)
-	}
-	if err := c.CreateNodeAgentPolicy(ctx); err != nil {
+	if err := c.ApplyNodeAgent(ctx, c.realNodeAgent); err != nil {
 		return err
-	}
-	_, err = kube.AppsV1().DaemonSets(FlockNamespace).Create(ctx, c.nodeAgentDaemonSet(), metav1.CreateOptions{})
-	if err := create(err); err != nil {
-		return fmt.Errorf("node agent DaemonSet: %w", err)
 	}
 	return c.waitNodeAgents(ctx, nodes)
 }
 
-// NodeAgentPolicyFile holds the ValidatingAdmissionPolicy (and its
-// binding) that holds the agent's writes to marking Flock member volumes
-// prepared, as the deploy component ships it.
-const NodeAgentPolicyFile = "artifacts/deploy/components/node-agent/validatingadmissionpolicy.yaml"
-
-// CreateNodeAgentPolicy creates, unless they exist, the objects of
-// NodeAgentPolicyFile, read from the repository.
-func (c *Cluster) CreateNodeAgentPolicy(ctx context.Context) error {
-	data, err := os.ReadFile(filepath.Join(c.opts.RepoRoot, NodeAgentPolicyFile))
-	if err != nil {
-		return err
-	}
-	objs, err := decodeManifests(data)
-	if err != nil {
-		return fmt.Errorf("%s: %w", NodeAgentPolicyFile, err)
-	}
-	admission := c.Kube.AdmissionregistrationV1()
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "ValidatingAdmissionPolicy":
-			var p admissionv1.ValidatingAdmissionPolicy
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &p); err != nil {
-				return err
-			}
-			_, err = admission.ValidatingAdmissionPolicies().Create(ctx, &p, metav1.CreateOptions{})
-		case "ValidatingAdmissionPolicyBinding":
-			var b admissionv1.ValidatingAdmissionPolicyBinding
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &b); err != nil {
-				return err
-			}
-			_, err = admission.ValidatingAdmissionPolicyBindings().Create(ctx, &b, metav1.CreateOptions{})
-		default:
-			return fmt.Errorf("%s: unexpected %s", NodeAgentPolicyFile, o.GetKind())
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("%s %s: %w", o.GetKind(), o.GetName(), err)
+// realNodeAgent adapts the component's DaemonSet to the real nodes of this
+// harness: the offline image, the cluster's data root, the real nodes only
+// (it tolerates their NoSchedule taint; the NoExecute taint of a node's
+// teardown drains it). Pods here cannot reach a Service IP (no
+// kube-proxy), so the agent uses the node's network and kube-apiserver's
+// loopback address.
+func (c *Cluster) realNodeAgent(ds *appsv1.DaemonSet) {
+	spec := &ds.Spec.Template.Spec
+	spec.NodeSelector = map[string]string{RealNodeLabel: "true"}
+	spec.Tolerations = []corev1.Toleration{{Key: RealNodeTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	spec.HostNetwork, spec.DNSPolicy = true, corev1.DNSDefault
+	for i := range spec.Volumes {
+		if hp := spec.Volumes[i].HostPath; hp != nil {
+			hp.Path = c.opts.DataRoot
 		}
 	}
-	return nil
-}
-
-// nodeAgentDaemonSet is the agent's DaemonSet on the real nodes. In this
-// harness pods cannot reach a Service IP (no kube-proxy), so the agent uses
-// the node's network and kube-apiserver's loopback address; on a cluster it
-// needs neither (artifacts/deploy/node-agent). It tolerates the real nodes'
-// NoSchedule taint only: the NoExecute taint of a node's teardown drains it.
-func (c *Cluster) nodeAgentDaemonSet() *appsv1.DaemonSet {
-	podLabels := map[string]string{nodeagent.LabelComponent: nodeagent.ComponentNodeAgent}
-	dirType := corev1.HostPathDirectoryOrCreate
-	return &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: NodeAgentName, Namespace: FlockNamespace},
-		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: podLabels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
-				Spec: corev1.PodSpec{
-					ServiceAccountName: NodeAgentName,
-					NodeSelector:       map[string]string{RealNodeLabel: "true"},
-					Tolerations:        []corev1.Toleration{{Key: RealNodeTaint, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}},
-					HostNetwork:        true,
-					DNSPolicy:          corev1.DNSDefault,
-					EnableServiceLinks: ptr.To(false),
-					Containers: []corev1.Container{{
-						Name:            "agent",
-						Image:           NodeAgentImage,
-						ImagePullPolicy: corev1.PullNever,
-						Args:            []string{"--data-root=" + c.opts.DataRoot, "--v=2"},
-						Env: []corev1.EnvVar{
-							{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
-							{Name: "KUBERNETES_SERVICE_HOST", Value: "127.0.0.1"},
-							{Name: "KUBERNETES_SERVICE_PORT", Value: strconv.Itoa(c.Ports.KubeAPIServer)},
-						},
-						VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: c.opts.DataRoot}},
-						Resources: corev1.ResourceRequirements{
-							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m"), corev1.ResourceMemory: resource.MustParse("32Mi")},
-							Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("128Mi")},
-						},
-						SecurityContext: &corev1.SecurityContext{
-							RunAsUser:                ptr.To(int64(0)),
-							AllowPrivilegeEscalation: ptr.To(false),
-							ReadOnlyRootFilesystem:   ptr.To(true),
-							Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"CHOWN", "FOWNER"}},
-							SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-						},
-					}},
-					Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-						Path: c.opts.DataRoot, Type: &dirType,
-					}}}},
-				},
-			},
-		},
+	ctr := &spec.Containers[0]
+	ctr.Image, ctr.ImagePullPolicy = NodeAgentImage, corev1.PullNever
+	ctr.Args = []string{"--data-root=" + c.opts.DataRoot, "--v=2"}
+	for i := range ctr.VolumeMounts {
+		ctr.VolumeMounts[i].MountPath = c.opts.DataRoot
 	}
+	ctr.Env = append(ctr.Env,
+		corev1.EnvVar{Name: "KUBERNETES_SERVICE_HOST", Value: "127.0.0.1"},
+		corev1.EnvVar{Name: "KUBERNETES_SERVICE_PORT", Value: strconv.Itoa(c.Ports.KubeAPIServer)})
 }
 
 // waitNodeAgents waits (at most a minute) until an agent pod is Ready on
@@ -276,17 +229,24 @@ func (c *Cluster) StartKwokNodeAgents(ctx context.Context) error {
 	}, nil); err != nil {
 		return err
 	}
-	ds := c.nodeAgentDaemonSet()
-	ds.Name = KwokNodeAgentName
-	spec := &ds.Spec.Template.Spec
-	spec.NodeSelector = map[string]string{"type": "kwok"}
-	spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
-	spec.ServiceAccountName = ""
+	// The component's DaemonSet on the kwok nodes, under a name of its own;
+	// kwok never runs its image.
+	objs, err := NodeAgentObjects(c.opts.RepoRoot, func(ds *appsv1.DaemonSet) {
+		ds.Name = KwokNodeAgentName
+		spec := &ds.Spec.Template.Spec
+		spec.NodeSelector = map[string]string{"type": "kwok"}
+		spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		spec.ServiceAccountName = ""
+	})
+	if err != nil {
+		return err
+	}
+	objs = slices.DeleteFunc(objs, func(o *unstructured.Unstructured) bool { return o.GetKind() != "DaemonSet" })
 	if _, err := c.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: FlockNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("namespace %s: %w", FlockNamespace, err)
 	}
-	if _, err := c.Kube.AppsV1().DaemonSets(FlockNamespace).Create(ctx, ds, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("kwok node agent DaemonSet: %w", err)
+	if err := c.applyObjects(ctx, objs, "the kwok nodes' agents"); err != nil {
+		return err
 	}
 	return c.WaitKwokNodeAgents(ctx)
 }

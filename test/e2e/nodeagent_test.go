@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,45 +31,25 @@ import (
 func TestNodeAgentPolicy(t *testing.T) {
 	ctx := ctxFor(t)
 	kube := env.Kube
-	created := func(err error, undo func(context.Context) error) {
-		t.Helper()
-		switch {
-		case err == nil:
-			t.Cleanup(func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
-				if err := undo(ctx); err != nil && !apierrors.IsNotFound(err) {
-					t.Errorf("cleanup: %v", err)
-				}
-			})
-		case !apierrors.IsAlreadyExists(err):
-			t.Fatal(err)
-		}
-	}
-	_, err := kube.CoreV1().ServiceAccounts(cluster.FlockNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: cluster.NodeAgentName}}, metav1.CreateOptions{})
-	created(err, func(ctx context.Context) error {
-		return kube.CoreV1().ServiceAccounts(cluster.FlockNamespace).Delete(ctx, cluster.NodeAgentName, metav1.DeleteOptions{})
-	})
-	_, err = kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: cluster.NodeAgentName}, Rules: cluster.NodeAgentRules}, metav1.CreateOptions{})
-	created(err, func(ctx context.Context) error {
-		return kube.RbacV1().ClusterRoles().Delete(ctx, cluster.NodeAgentName, metav1.DeleteOptions{})
-	})
-	_, err = kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: cluster.NodeAgentName},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cluster.NodeAgentName},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: cluster.FlockNamespace, Name: cluster.NodeAgentName}},
-	}, metav1.CreateOptions{})
-	created(err, func(ctx context.Context) error {
-		return kube.RbacV1().ClusterRoleBindings().Delete(ctx, cluster.NodeAgentName, metav1.DeleteOptions{})
-	})
-	if err := env.CreateNodeAgentPolicy(ctx); err != nil {
+	// The component as shipped, without its DaemonSet: an agent on the
+	// kwok nodes would do nothing, and members would wait for it.
+	if err := env.ApplyNodeAgent(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, cluster.NodeAgentName, metav1.DeleteOptions{})
-		_ = kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, cluster.NodeAgentName, metav1.DeleteOptions{})
+		for _, err := range []error{
+			kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, cluster.NodeAgentName, metav1.DeleteOptions{}),
+			kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, cluster.NodeAgentName, metav1.DeleteOptions{}),
+			kube.RbacV1().ClusterRoleBindings().Delete(ctx, cluster.NodeAgentName, metav1.DeleteOptions{}),
+			kube.RbacV1().ClusterRoles().Delete(ctx, cluster.NodeAgentName, metav1.DeleteOptions{}),
+			kube.CoreV1().ServiceAccounts(cluster.FlockNamespace).Delete(ctx, cluster.NodeAgentName, metav1.DeleteOptions{}),
+		} {
+			if err != nil && !apierrors.IsNotFound(err) {
+				t.Errorf("cleanup: %v", err)
+			}
+		}
 	})
 
 	suffix := fmt.Sprintf("%04x", rand.IntN(1<<16))
