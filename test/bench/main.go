@@ -58,7 +58,7 @@ var (
 	watchN       = flag.Int("watch", 20, "create->watch samples")
 	scaleN       = flag.Int("scale", 100, "the scale case: N nodes and N objects x 3 members (the issue's full size is 1000)")
 	controlQPS   = flag.Int("controller-qps", 200, "client QPS of both the Flock controller and kube-controller-manager (burst 2x)")
-	profile      = flag.String("profile", "_output/bench-e2e-flock-apiserver.pprof", "where a CPU profile of flock-apiserver during the Flock 50 x 3 case goes (empty: none)")
+	profile      = flag.String("profile", "_output/bench-e2e-flock-apiserver.pprof", "where a CPU profile of flock-apiserver during the Flock 50 x 3 case goes, kube-apiserver's beside it (flock-apiserver in the name becomes kube-apiserver; empty: none)")
 	apiProfile   = flag.Int("api-profile", 0, "after the API cases, profile flock-apiserver and kube-apiserver (CPU) for this many seconds of Flock creates and of gets, each c=16 through the aggregator and direct (0: none)")
 	flockArgs    = flag.String("flock-args", "", "extra flock-apiserver flags, space-separated (for experiments, e.g. --disable-admission-plugins=FlockMemberDryRun)")
 	bin          = flag.String("bin", "", "directory of the binaries, flock-apiserver and the control plane's (empty: _output/bin); for A/B runs of two builds of flock-apiserver")
@@ -117,8 +117,11 @@ type results struct {
 	API            []row `json:"api"`
 	Ready          []row `json:"ready"`
 	// Timeline is the real-node case's: when the last member passed each step.
-	Timeline   []row              `json:"timeline,omitempty"`
-	PeakRSSMiB map[string]float64 `json:"peakRSSMiB"`
+	Timeline []row `json:"timeline,omitempty"`
+	// PVController: kube-controller-manager's PersistentVolume controller
+	// during the Flock's runs of the timeline's case (pvcontroller.go).
+	PVController []row              `json:"pvController,omitempty"`
+	PeakRSSMiB   map[string]float64 `json:"peakRSSMiB"`
 	// PeakRSSAnonMiB is the highest anonymous resident set sampled
 	// (anon_peak.go).
 	PeakRSSAnonMiB map[string]float64 `json:"peakRSSAnonMiB,omitempty"`
@@ -217,9 +220,11 @@ func run() error {
 		}
 	}
 	if !*apiOnly {
-		if res.Ready, res.Timeline, err = readyCases(ctx, c); err != nil {
+		var out readyOut
+		if out, err = readyCases(ctx, c); err != nil {
 			return err
 		}
+		res.Ready, res.Timeline, res.PVController = out.rows, out.timeline, out.pvController
 	}
 	res.PeakRSSMiB = peakRSS(c)
 	res.PeakRSSAnonMiB = anon.Stop()
@@ -803,6 +808,23 @@ func cpuProfile(ctx context.Context, c *cluster.Cluster, seconds int, path strin
 	return savePprof(ctx, c, c.FlockAPIServerURL, fmt.Sprintf("profile?seconds=%d", seconds), time.Duration(seconds+30)*time.Second, path)
 }
 
+// kubeCPUProfile saves a CPU profile of kube-apiserver over seconds to path.
+func kubeCPUProfile(ctx context.Context, c *cluster.Cluster, seconds int, path string) error {
+	return savePprof(ctx, c, c.KubeAPIServerURL, fmt.Sprintf("profile?seconds=%d", seconds), time.Duration(seconds+30)*time.Second, path)
+}
+
+// kubeProfilePath is where kube-apiserver's profile goes beside
+// flock-apiserver's at path: "flock-apiserver" in its name becomes
+// "kube-apiserver", or "-kube-apiserver" is added before the extension.
+func kubeProfilePath(path string) string {
+	dir, base := filepath.Split(path)
+	if strings.Contains(base, "flock-apiserver") {
+		return dir + strings.Replace(base, "flock-apiserver", "kube-apiserver", 1)
+	}
+	ext := filepath.Ext(base)
+	return dir + strings.TrimSuffix(base, ext) + "-kube-apiserver" + ext
+}
+
 // peakRSS reads each control-plane process's peak resident set (VmHWM).
 func peakRSS(c *cluster.Cluster) map[string]float64 {
 	return procStatus(c, "VmHWM:")
@@ -876,6 +898,7 @@ func printTable(res *results) {
 		fmt.Println(").")
 	}
 	printTimeline(res.Timeline)
+	printPVController(res.PVController)
 	printPeaks("Peak RSS (MiB)", res.PeakRSSMiB)
 	if len(res.PeakRSSAnonMiB) > 0 {
 		printPeaks(fmt.Sprintf("Peak anonymous RSS (MiB; RssAnon sampled every %v)", anonSampleEvery), res.PeakRSSAnonMiB)

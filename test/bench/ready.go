@@ -138,14 +138,21 @@ func (k kindClients) readyWatches(kind, ns string) func(*readyCount) []watchSpec
 	}
 }
 
+// readyOut is what readyCases measured: one row per case and measure, and
+// for the case with a timeline its steps and the PersistentVolume
+// controller's figures during the Flock's runs.
+type readyOut struct {
+	rows, timeline, pvController []row
+}
+
 // readyCases measures create -> all members Ready (pods Ready, and
 // status.readyReplicas) for each of readyKinds, then the flood case. Each
 // case runs *readyRuns times; a row holds the medians, and its samples
 // every run's time. The StatefulSet+PV kind's volumes are made before its
 // timer starts (prepareLocalVolumes). On real nodes (-real-nodes) the one
 // case is N members Parallel on the N real nodes, without the flood case,
-// and the second result is its timeline (the steps of its members).
-func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, []row, error) {
+// and its timeline (the steps of its members) is always recorded.
+func readyCases(ctx context.Context, c *cluster.Cluster) (readyOut, error) {
 	type readyCase struct {
 		name      string
 		objects   int
@@ -173,27 +180,28 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, []row, error) {
 	}
 	kube, fc, err := benchClients(c)
 	if err != nil {
-		return nil, nil, err
+		return readyOut{}, err
 	}
 	k := kindClients{kube: kube, flock: fc, realNodes: onReal}
 	if err := ensureLocalClass(ctx, kube); err != nil {
-		return nil, nil, err
+		return readyOut{}, err
 	}
 	kinds, err := kindsToRun(*skipKinds)
 	if err != nil {
-		return nil, nil, err
+		return readyOut{}, err
 	}
 	var rows []row
 	var steps timelineRows
+	var pvc pvControllerRows
 	for ci, rc := range cases {
 		for i := len(c.NodeNames); i < rc.nodeCount; i++ {
 			if _, err := c.AddNode(ctx, fmt.Sprintf("scale-%d", i), nil, nil); err != nil {
-				return nil, nil, fmt.Errorf("adding node %d: %w", i, err)
+				return readyOut{}, fmt.Errorf("adding node %d: %w", i, err)
 			}
 		}
 		if simulatedAgents {
 			if err := c.WaitKwokNodeAgents(ctx); err != nil {
-				return nil, nil, err
+				return readyOut{}, err
 			}
 		}
 		pods := row{Case: "ready: " + rc.name, Unit: "ms", Values: map[string]float64{}, Samples: map[string][]float64{}, Unfinished: map[string]string{}}
@@ -202,37 +210,52 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, []row, error) {
 			for _, kind := range turns(kinds, run) {
 				ns := fmt.Sprintf("ready-%d-%d-%s", ci, run, kindSlug(kind))
 				if err := newNamespace(ctx, c, ns); err != nil {
-					return nil, nil, err
+					return readyOut{}, err
 				}
 				volumes := fmt.Sprintf("%d-%d", ci, run)
 				if kind == tSTSPV {
 					if err := prepareLocalVolumes(ctx, kube, volumes, volumeDir, rc.objects*int(rc.members)); err != nil {
-						return nil, nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
+						return readyOut{}, fmt.Errorf("%s %s: %w", rc.name, kind, err)
 					}
 				}
 				var tl *timeline
+				var pvBefore pvSums
 				if onReal || (*timelineCase != "" && strings.Contains(rc.name, *timelineCase)) {
 					if tl, err = watchTimeline(ctx, kube, ns); err != nil {
-						return nil, nil, err
+						return readyOut{}, err
+					}
+					if kind == tFlock {
+						if pvBefore, err = pvSample(ctx, c); err != nil {
+							fmt.Fprintln(os.Stderr, "bench-e2e: no PersistentVolume controller figures:", err)
+						}
 					}
 				}
 				var profiled chan error
 				if kind == tFlock && rc.objects == 50 && run == 0 && *profile != "" {
-					profiled = make(chan error, 1)
+					profiled = make(chan error, 2)
 					go func() { profiled <- cpuProfile(ctx, c, 10, *profile) }()
+					go func() { profiled <- kubeCPUProfile(ctx, c, 10, kubeProfilePath(*profile)) }()
 				}
 				t, err := timeToReady(ctx, ns, rc.objects, rc.members,
 					func(i int) error { return k.create(ctx, kind, ns, fmt.Sprintf("r-%d", i), rc.members, rc.ordered) },
 					k.readyWatches(kind, ns))
 				if profiled != nil {
-					if perr := <-profiled; perr != nil {
-						fmt.Fprintln(os.Stderr, "bench-e2e: no CPU profile:", perr)
+					for range 2 {
+						if perr := <-profiled; perr != nil {
+							fmt.Fprintln(os.Stderr, "bench-e2e: no CPU profile:", perr)
+						}
 					}
 				}
 				if tl != nil {
 					tl.close()
 					steps.caseName = rc.name
 					steps.add(kind, tl.last(t.start, rc.objects*int(rc.members)))
+					if pvBefore != nil && err == nil {
+						if after, perr := pvSample(ctx, c); perr == nil {
+							pvc.caseName = rc.name
+							pvc.add(kind, pvDiff(pvBefore, after, t.pods))
+						}
+					}
 				}
 				var notReady *notReadyError
 				if errors.As(err, &notReady) {
@@ -241,24 +264,24 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, []row, error) {
 					pods.Unfinished[kind] = notReady.Error()
 					fmt.Fprintf(os.Stderr, "bench-e2e: %s %s: %v; deleting namespace %s\n", rc.name, kind, notReady, ns)
 					if err := deleteNamespace(ctx, c, ns); err != nil {
-						return nil, nil, err
+						return readyOut{}, err
 					}
 					if kind == tSTSPV {
 						if err := deleteSpareVolumes(ctx, kube, volumes); err != nil {
-							return nil, nil, err
+							return readyOut{}, err
 						}
 					}
 					continue
 				}
 				if err != nil {
-					return nil, nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
+					return readyOut{}, fmt.Errorf("%s %s: %w", rc.name, kind, err)
 				}
 				if kind == tSTSPV {
 					if err := checkLocalData(ctx, kube, ns); err != nil {
-						return nil, nil, fmt.Errorf("%s %s: %w", rc.name, kind, err)
+						return readyOut{}, fmt.Errorf("%s %s: %w", rc.name, kind, err)
 					}
 					if err := deleteSpareVolumes(ctx, kube, volumes); err != nil {
-						return nil, nil, err
+						return readyOut{}, err
 					}
 				}
 				pods.Samples[kind] = append(pods.Samples[kind], float64(t.pods.Milliseconds()))
@@ -271,11 +294,11 @@ func readyCases(ctx context.Context, c *cluster.Cluster) ([]row, []row, error) {
 	if *floodN > 0 && !onReal {
 		flood, err := floodCase(ctx, c, k)
 		if err != nil {
-			return nil, nil, err
+			return readyOut{}, err
 		}
 		rows = append(rows, flood)
 	}
-	return rows, steps.result(), nil
+	return readyOut{rows: rows, timeline: steps.result(), pvController: pvc.result()}, nil
 }
 
 // turns returns the order kinds take in run number run: the order rotates

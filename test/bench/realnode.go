@@ -72,6 +72,9 @@ func checkTeardown(c *cluster.Cluster, before cluster.MachineState) error {
 
 // The steps of a member the timeline records, in their order.
 const (
+	stepClaimCreated  = "claims created"
+	stepVolumeCreated = "volumes created"
+	stepVolumeBound   = "volumes Bound (the PersistentVolume controller)"
 	stepClaimBound    = "claims Bound"
 	stepHelperCreated = "prepare helpers created"
 	stepHelperDone    = "prepare helpers done"
@@ -82,7 +85,7 @@ const (
 	stepPodReady      = "member pods Ready"
 )
 
-var timelineSteps = []string{stepClaimBound, stepHelperCreated, stepHelperDone, stepPrepared, stepPodCreated, stepPodScheduled, stepPodStarted, stepPodReady}
+var timelineSteps = []string{stepClaimCreated, stepVolumeCreated, stepHelperCreated, stepHelperDone, stepPrepared, stepVolumeBound, stepClaimBound, stepPodCreated, stepPodScheduled, stepPodStarted, stepPodReady}
 
 // timeline records, from watches, when each object of one run first
 // passed each step.
@@ -182,17 +185,30 @@ func (tl *timeline) helperPod(ev watch.Event) {
 	}
 }
 
-// volume records when a Flock member's volume is marked prepared.
+// volume records when a Flock member's volume is made, marked prepared,
+// and taken up by kube-controller-manager's PersistentVolume controller
+// (its phase Bound, which only that controller writes).
 func (tl *timeline) volume(ev watch.Event) {
 	pv, ok := ev.Object.(*corev1.PersistentVolume)
-	if ok && ev.Type != watch.Deleted && pv.Annotations[flockcontroller.AnnotationPrepared] == "true" {
+	if !ok || ev.Type == watch.Deleted {
+		return
+	}
+	tl.mark(stepVolumeCreated, pv.Name)
+	if pv.Annotations[flockcontroller.AnnotationPrepared] == "true" {
 		tl.mark(stepPrepared, pv.Name)
+	}
+	if pv.Status.Phase == corev1.VolumeBound {
+		tl.mark(stepVolumeBound, pv.Name)
 	}
 }
 
 func (tl *timeline) claim(ev watch.Event) {
 	pvc, ok := ev.Object.(*corev1.PersistentVolumeClaim)
-	if ok && ev.Type != watch.Deleted && pvc.Status.Phase == corev1.ClaimBound {
+	if !ok || ev.Type == watch.Deleted {
+		return
+	}
+	tl.mark(stepClaimCreated, pvc.Name)
+	if pvc.Status.Phase == corev1.ClaimBound {
 		tl.mark(stepClaimBound, pvc.Name)
 	}
 }

@@ -59,6 +59,25 @@ func TestTimelineSteps(t *testing.T) {
 			t.Errorf("step %q counted as passed by both members; only one (or none) did", step)
 		}
 	}
+	if _, ok := tl.seen[stepClaimCreated]["data-m-0"]; !ok {
+		t.Error("a Pending claim's Added event did not count as the claim created")
+	}
+	made := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: "pv-0"}, Status: corev1.PersistentVolumeStatus{Phase: corev1.VolumePending}}
+	tl.volume(watch.Event{Type: watch.Added, Object: made})
+	if _, ok := tl.seen[stepVolumeBound]["pv-0"]; ok {
+		t.Error("a Pending volume counted as taken up by the PersistentVolume controller")
+	}
+	taken := made.DeepCopy()
+	taken.Status.Phase = corev1.VolumeBound
+	tl.volume(watch.Event{Type: watch.Modified, Object: taken})
+	for _, step := range []string{stepVolumeCreated, stepVolumeBound} {
+		if _, ok := tl.seen[step]["pv-0"]; !ok {
+			t.Errorf("step %q not recorded for a volume made, then Bound", step)
+		}
+	}
+	if _, ok := tl.seen[stepPrepared]["pv-0"]; ok {
+		t.Error("a volume without the prepared mark counted as prepared")
+	}
 	first := tl.seen[stepPodCreated]["m-0"]
 	tl.memberPod(watch.Event{Type: watch.Modified, Object: pod("m-0", "real-1", true, true)})
 	if tl.seen[stepPodCreated]["m-0"] != first {

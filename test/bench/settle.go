@@ -85,6 +85,16 @@ const clockTicks = 100
 // processes, in clock ticks.
 func planeTicks(c *cluster.Cluster) float64 {
 	var sum float64
+	for _, t := range procTicks(c) {
+		sum += t
+	}
+	return sum
+}
+
+// procTicks returns the user and system time of each of the control
+// plane's processes, in clock ticks, by name.
+func procTicks(c *cluster.Cluster) map[string]float64 {
+	out := map[string]float64{}
 	for _, p := range c.Processes() {
 		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.PID()))
 		if err != nil {
@@ -99,9 +109,9 @@ func planeTicks(c *cluster.Cluster) float64 {
 		}
 		ut, _ := strconv.ParseFloat(f[11], 64)
 		st, _ := strconv.ParseFloat(f[12], 64)
-		sum += ut + st
+		out[p.Name] += ut + st
 	}
-	return sum
+	return out
 }
 
 // queuesBusy reads the work queue metrics of the server at url and returns

@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"flock.dev/flock/test/cluster"
+)
+
+// A timeline of Flock members on kwok nodes shows the claims waiting for
+// kube-controller-manager's PersistentVolume controller to take up their
+// volumes (their phase Bound). pvSample reads what that controller did
+// meanwhile, from its own metrics and kube-apiserver's, so the table shows
+// where that time goes: how many volumes its one worker synced, how long a
+// sync took, how long a volume waited in its queue, and how long
+// kube-apiserver took for the volume status writes.
+
+// The rows pvSample's differences make, in their order.
+const (
+	pvSynced    = "volumes synced by the PersistentVolume controller"
+	pvSyncMean  = "its mean sync, ms"
+	pvBusy      = "its worker busy, share of the run"
+	pvWaitMean  = "a volume's mean wait in its queue, ms"
+	pvWrites    = "volume status writes (PUT persistentvolumes/status)"
+	pvWriteMean = "their mean time in kube-apiserver, ms"
+)
+
+var pvRows = []string{pvSynced, pvSyncMean, pvBusy, pvWaitMean, pvWrites, pvWriteMean}
+
+// cpuKey prefixes a process's CPU time (clock ticks) in pvSums.
+const cpuKey = "cpu:"
+
+// pvSums are the counters pvSample reads, by name, and each process's
+// CPU time.
+type pvSums map[string]float64
+
+// The counters: the PersistentVolume controller's queue of volumes
+// ("volumes", client-go's work queue metrics) and kube-apiserver's
+// requests writing a volume's status.
+var pvCounters = []struct {
+	name   string
+	metric string
+	labels []string
+}{
+	{"work_sum", "workqueue_work_duration_seconds_sum", []string{`name="volumes"`}},
+	{"work_count", "workqueue_work_duration_seconds_count", []string{`name="volumes"`}},
+	{"queue_sum", "workqueue_queue_duration_seconds_sum", []string{`name="volumes"`}},
+	{"queue_count", "workqueue_queue_duration_seconds_count", []string{`name="volumes"`}},
+	{"put_sum", "apiserver_request_duration_seconds_sum", []string{`resource="persistentvolumes"`, `subresource="status"`, `verb="PUT"`}},
+	{"put_count", "apiserver_request_duration_seconds_count", []string{`resource="persistentvolumes"`, `subresource="status"`, `verb="PUT"`}},
+}
+
+// pvSample reads the counters from kube-controller-manager and
+// kube-apiserver.
+func pvSample(ctx context.Context, c *cluster.Cluster) (pvSums, error) {
+	out := pvSums{}
+	for _, url := range []string{"https://127.0.0.1:" + strconv.Itoa(c.Ports.ControllerManager), c.KubeAPIServerURL} {
+		data, err := adminGet(ctx, c, url, "/metrics", 10*time.Second)
+		if err != nil {
+			return nil, fmt.Errorf("reading the metrics of %s: %w", url, err)
+		}
+		sumCounters(string(data), out)
+	}
+	for name, t := range procTicks(c) {
+		out[cpuKey+name] = t
+	}
+	return out, nil
+}
+
+// sumCounters adds to out, for each of pvCounters, the values of the lines
+// of text (Prometheus' text format) of its metric that carry its labels.
+func sumCounters(text string, out pvSums) {
+	for line := range strings.Lines(text) {
+		line = strings.TrimSuffix(line, "\n")
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok {
+			continue
+		}
+		i := strings.LastIndexByte(rest, ' ')
+		if i < 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(rest[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		for _, k := range pvCounters {
+			if name != k.metric {
+				continue
+			}
+			all := true
+			for _, l := range k.labels {
+				all = all && strings.Contains(rest[:i], l)
+			}
+			if all {
+				out[k.name] += v
+			}
+		}
+	}
+}
+
+// pvDiff returns the rows' values over a run of d from before to after.
+func pvDiff(before, after pvSums, d time.Duration) map[string]float64 {
+	delta := func(k string) float64 { return after[k] - before[k] }
+	mean := func(sum, count string) float64 {
+		if n := delta(count); n > 0 {
+			return delta(sum) / n * 1000
+		}
+		return 0
+	}
+	out := map[string]float64{
+		pvSynced:    delta("work_count"),
+		pvSyncMean:  mean("work_sum", "work_count"),
+		pvWaitMean:  mean("queue_sum", "queue_count"),
+		pvWrites:    delta("put_count"),
+		pvWriteMean: mean("put_sum", "put_count"),
+	}
+	if d > 0 {
+		out[pvBusy] = delta("work_sum") / d.Seconds()
+		for k := range after {
+			if name, ok := strings.CutPrefix(k, cpuKey); ok {
+				out[cpuRow(name)] = delta(k) / clockTicks / d.Seconds()
+			}
+		}
+	}
+	return out
+}
+
+// pvControllerRows are one row per pvRows entry, the samples of the
+// Flock's runs of one case.
+type pvControllerRows struct {
+	rows     map[string]*row
+	caseName string
+}
+
+func (p *pvControllerRows) add(kind string, values map[string]float64) {
+	if p.rows == nil {
+		p.rows = map[string]*row{}
+	}
+	for name, v := range values {
+		r := p.rows[name]
+		if r == nil {
+			r = &row{Case: "PersistentVolume controller in " + p.caseName + ": " + name, Values: map[string]float64{}, Samples: map[string][]float64{}}
+			p.rows[name] = r
+		}
+		r.Samples[kind] = append(r.Samples[kind], v)
+	}
+}
+
+// cpuRow is the row of the CPU process name used over a run.
+func cpuRow(name string) string { return "CPU of " + name + ", cores" }
+
+func (p *pvControllerRows) result() []row {
+	var out []row
+	names := slices.Clone(pvRows)
+	for _, n := range slices.Sorted(maps.Keys(p.rows)) {
+		if strings.HasPrefix(n, "CPU of ") {
+			names = append(names, n)
+		}
+	}
+	for _, name := range names {
+		if r := p.rows[name]; r != nil {
+			out = append(out, r.medians())
+		}
+	}
+	return out
+}
+
+// printPVController prints the rows pvControllerRows made (the Flock's
+// column only: the other kinds' members do not wait for it).
+func printPVController(rows []row) {
+	if len(rows) == 0 {
+		return
+	}
+	caseName, _, _ := strings.Cut(strings.TrimPrefix(rows[0].Case, "PersistentVolume controller in "), ": ")
+	fmt.Printf("\nkube-controller-manager's PersistentVolume controller (one worker for the cluster's volumes) during the Flock's runs\n"+
+		"of the case %s, from its metrics and kube-apiserver's, and the CPU each process used (%d cores here), medians:\n\n| | Flock |\n|---|---|\n",
+		caseName, runtime.NumCPU())
+	for _, r := range rows {
+		_, name, _ := strings.Cut(r.Case, ": ")
+		format := "%.1f"
+		if name == pvBusy || strings.HasPrefix(name, "CPU of ") {
+			format = "%.2f"
+		} else if name == pvSynced || name == pvWrites {
+			format = "%.0f"
+		}
+		fmt.Printf("| %s | "+format+" |\n", name, r.Values[tFlock])
+	}
+}
