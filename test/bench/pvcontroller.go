@@ -90,6 +90,12 @@ func sumCounters(text string, out pvSums) {
 		if err != nil {
 			continue
 		}
+		if name == "apiserver_request_total" {
+			if key := writeKey(rest[:i]); key != "" {
+				out[key] += v
+			}
+			continue
+		}
 		for _, k := range pvCounters {
 			if name != k.metric {
 				continue
@@ -105,8 +111,46 @@ func sumCounters(text string, out pvSums) {
 	}
 }
 
-// pvDiff returns the rows' values over a run of d from before to after.
-func pvDiff(before, after pvSums, d time.Duration) map[string]float64 {
+// writeKey is the pvSums key of a kube-apiserver request count with
+// labels (Prometheus' text format, without the braces' end) when it
+// counts writes that were not dry runs: writeKey + "<verb> <resource>", the
+// subresource after a slash, the group after a dot, and a code other than
+// 2xx in parentheses.
+func writeKey(labels string) string {
+	l := map[string]string{}
+	for part := range strings.SplitSeq(strings.TrimSuffix(labels, "}"), ",") {
+		k, v, ok := strings.Cut(part, "=")
+		if ok {
+			l[k] = strings.Trim(v, `"`)
+		}
+	}
+	switch l["verb"] {
+	case "POST", "PUT", "PATCH", "DELETE":
+	default:
+		return ""
+	}
+	if l["dry_run"] != "" || l["resource"] == "" {
+		return ""
+	}
+	what := l["resource"]
+	if l["group"] != "" {
+		what += "." + l["group"]
+	}
+	if l["subresource"] != "" {
+		what += "/" + l["subresource"]
+	}
+	if code := l["code"]; code != "" && code[0] != '2' {
+		what += " (" + code + ")"
+	}
+	return writesKey + l["verb"] + " " + what
+}
+
+// writesKey prefixes a count of kube-apiserver's writes in pvSums.
+const writesKey = "writes:"
+
+// pvDiff returns the rows' values over a run of d from before to after,
+// of members members.
+func pvDiff(before, after pvSums, d time.Duration, members int) map[string]float64 {
 	delta := func(k string) float64 { return after[k] - before[k] }
 	mean := func(sum, count string) float64 {
 		if n := delta(count); n > 0 {
@@ -128,6 +172,16 @@ func pvDiff(before, after pvSums, d time.Duration) map[string]float64 {
 				out[cpuRow(name)] = delta(k) / clockTicks / d.Seconds()
 			}
 		}
+	}
+	var writes float64
+	for k := range after {
+		if what, ok := strings.CutPrefix(k, writesKey); ok && members > 0 && delta(k) > 0 {
+			out[writesRow(what)] = delta(k) / float64(members)
+			writes += delta(k)
+		}
+	}
+	if members > 0 {
+		out[writesTotal] = writes / float64(members)
 	}
 	return out
 }
@@ -153,15 +207,23 @@ func (p *pvControllerRows) add(kind string, values map[string]float64) {
 	}
 }
 
+// writesRow is the row of kube-apiserver's writes what (a verb and a
+// resource) per member over a run; writesTotal the row of all of them.
+func writesRow(what string) string { return "writes per member: " + what }
+
+const writesTotal = "writes per member to kube-apiserver, all"
+
 // cpuRow is the row of the CPU process name used over a run.
 func cpuRow(name string) string { return "CPU of " + name + ", cores" }
 
 func (p *pvControllerRows) result() []row {
 	var out []row
 	names := slices.Clone(pvRows)
-	for _, n := range slices.Sorted(maps.Keys(p.rows)) {
-		if strings.HasPrefix(n, "CPU of ") {
-			names = append(names, n)
+	for _, prefix := range []string{"CPU of ", writesTotal, "writes per member: "} {
+		for _, n := range slices.Sorted(maps.Keys(p.rows)) {
+			if strings.HasPrefix(n, prefix) {
+				names = append(names, n)
+			}
 		}
 	}
 	for _, name := range names {
@@ -172,16 +234,18 @@ func (p *pvControllerRows) result() []row {
 	return out
 }
 
-// printPVController prints the rows pvControllerRows made (the Flock's
-// column only: the other kinds' members do not wait for it).
+// printPVController prints the rows pvControllerRows made, a column per
+// kind (the PersistentVolume controller's rows are of the Flock's runs:
+// the StatefulSet's members have no volumes).
 func printPVController(rows []row) {
 	if len(rows) == 0 {
 		return
 	}
 	caseName, _, _ := strings.Cut(strings.TrimPrefix(rows[0].Case, "PersistentVolume controller in "), ": ")
-	fmt.Printf("\nkube-controller-manager's PersistentVolume controller (one worker for the cluster's volumes) during the Flock's runs\n"+
-		"of the case %s, from its metrics and kube-apiserver's, and the CPU each process used (%d cores here), medians:\n\n| | Flock |\n|---|---|\n",
-		caseName, runtime.NumCPU())
+	fmt.Printf("\nDuring the runs of the case %s: kube-controller-manager's PersistentVolume controller (one worker for the\n"+
+		"cluster's volumes), from its metrics and kube-apiserver's; the CPU each process used (%d cores here); kube-apiserver's\n"+
+		"writes per member (not dry runs; every writer: controllers, kwok, the node agent, events); medians:\n\n| | %s |\n|---|---|---|---|\n",
+		caseName, runtime.NumCPU(), strings.Join(readyKinds, " | "))
 	for _, r := range rows {
 		_, name, _ := strings.Cut(r.Case, ": ")
 		format := "%.1f"
@@ -190,6 +254,14 @@ func printPVController(rows []row) {
 		} else if name == pvSynced || name == pvWrites {
 			format = "%.0f"
 		}
-		fmt.Printf("| %s | "+format+" |\n", name, r.Values[tFlock])
+		cells := []string{name}
+		for _, kind := range readyKinds {
+			if v, ok := r.Values[kind]; ok {
+				cells = append(cells, fmt.Sprintf(format, v))
+			} else {
+				cells = append(cells, "-")
+			}
+		}
+		fmt.Printf("| %s |\n", strings.Join(cells, " | "))
 	}
 }

@@ -224,10 +224,8 @@ func readyCases(ctx context.Context, c *cluster.Cluster) (readyOut, error) {
 					if tl, err = watchTimeline(ctx, kube, ns); err != nil {
 						return readyOut{}, err
 					}
-					if kind == tFlock {
-						if pvBefore, err = pvSample(ctx, c); err != nil {
-							fmt.Fprintln(os.Stderr, "bench-e2e: no PersistentVolume controller figures:", err)
-						}
+					if pvBefore, err = pvSample(ctx, c); err != nil {
+						fmt.Fprintln(os.Stderr, "bench-e2e: no PersistentVolume controller figures:", err)
 					}
 				}
 				var profiled chan error
@@ -253,7 +251,13 @@ func readyCases(ctx context.Context, c *cluster.Cluster) (readyOut, error) {
 					if pvBefore != nil && err == nil {
 						if after, perr := pvSample(ctx, c); perr == nil {
 							pvc.caseName = rc.name
-							pvc.add(kind, pvDiff(pvBefore, after, t.pods))
+							values := pvDiff(pvBefore, after, t.pods, rc.objects*int(rc.members))
+							if kind != tFlock {
+								for _, name := range pvRows {
+									delete(values, name)
+								}
+							}
+							pvc.add(kind, values)
 						}
 					}
 				}
