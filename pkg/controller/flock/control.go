@@ -264,7 +264,7 @@ func NewDefaultFlockControl(members, helpers MemberControl, data DataControl, re
 	fc := &defaultFlockControl{
 		members: members, revisions: revisions, status: recordingStatusUpdater{StatusUpdater: status, written: written, paced: paced}, flockClient: flockClient,
 		flockLister: flockLister, nodeLister: nodeLister, recorder: recorder, opts: opts,
-		lost: newNodeLossTracker(), written: written, paced: paced,
+		lost: newNodeLossTracker(), written: written, paced: paced, created: &createdPods{},
 	}
 	fc.data = &dataSyncer{
 		data: data, pods: helpers, event: fc.event,

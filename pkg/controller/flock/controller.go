@@ -117,6 +117,11 @@ func newController(ctx context.Context, control FlockControl, flockInformer floc
 	if o, ok := control.(flockObserver); ok {
 		updated, deleted = o.flockUpdated, o.flockDeleted
 	}
+	// Likewise for the pods it created (created_pods.go).
+	podSeen := func(any) {}
+	if o, ok := control.(podObserver); ok {
+		podSeen = o.podSeen
+	}
 	handlers := []struct {
 		informer cache.SharedIndexInformer
 		handler  cache.ResourceEventHandler
@@ -127,9 +132,9 @@ func newController(ctx context.Context, control FlockControl, flockInformer floc
 			DeleteFunc: func(obj any) { deleted(obj); c.enqueueFlock(logger, obj, true) },
 		}},
 		{podInformer.Informer(), cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { c.addPod(logger, obj) },
+			AddFunc:    func(obj any) { podSeen(obj); c.addPod(logger, obj) },
 			UpdateFunc: func(old, cur any) { c.updatePod(logger, old, cur) },
-			DeleteFunc: func(obj any) { c.deletePod(logger, obj) },
+			DeleteFunc: func(obj any) { podSeen(obj); c.deletePod(logger, obj) },
 		}},
 		{serviceInformer.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.serviceChanged(logger, obj) },

@@ -73,9 +73,13 @@ type fakeMemberControl struct {
 	// uncachedPods are in the API server but not in the cache: only
 	// ListPodsLive sees them.
 	uncachedPods []*corev1.Pod
+	// cacheLag puts the member pods CreatePod makes in uncachedPods,
+	// until deliverCreated: the cache is behind the controller's creates.
+	cacheLag bool
 	nextUID      int
 	// ops logs the successful pod writes: "create <pod> <revision>",
-	// "delete <pod>", "force-delete <pod>".
+	// "delete <pod>", "force-delete <pod>"; and creates refused as
+	// "already-exists <pod>".
 	ops []string
 	// mu makes the fake safe for a sync's members written at once.
 	mu sync.Mutex
@@ -171,7 +175,10 @@ func (c *fakeMemberControl) CreatePod(_ context.Context, pod *corev1.Pod) error 
 	if err := c.fail("CreatePod"); err != nil {
 		return err
 	}
-	if _, err := c.getPod(pod.Namespace, pod.Name); err == nil {
+	if _, err := c.getPod(pod.Namespace, pod.Name); err == nil || slices.ContainsFunc(c.uncachedPods, func(p *corev1.Pod) bool {
+		return p.Namespace == pod.Namespace && p.Name == pod.Name
+	}) {
+		c.ops = append(c.ops, "already-exists "+pod.Name)
 		return apierrors.NewAlreadyExists(podResource, pod.Name)
 	}
 	pod = pod.DeepCopy()
@@ -183,7 +190,25 @@ func (c *fakeMemberControl) CreatePod(_ context.Context, pod *corev1.Pod) error 
 		pod.Status.Phase = corev1.PodSucceeded
 	}
 	c.ops = append(c.ops, "create "+pod.Name+" "+podRevision(pod))
+	if c.cacheLag && pod.Labels[LabelHelper] == "" {
+		c.uncachedPods = append(c.uncachedPods, pod)
+		return nil
+	}
 	return c.pods.Add(pod)
+}
+
+// deliverCreated moves the pods CreatePod made while cacheLag into the
+// cache, as the informer would.
+func (c *fakeMemberControl) deliverCreated() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.uncachedPods {
+		if err := c.pods.Add(p); err != nil {
+			return err
+		}
+	}
+	c.uncachedPods = nil
+	return nil
 }
 
 func (c *fakeMemberControl) DeletePod(_ context.Context, pod *corev1.Pod) error {
@@ -496,10 +521,11 @@ func newFixtureWithConfig(t *testing.T, cfg fixtureConfig, nodeNames ...string) 
 	serviceInformer := kubeFactory.Core().V1().Services()
 	revisionInformer := kubeFactory.Apps().V1().ControllerRevisions()
 
+	pods := &podStore{Indexer: podInformer.Informer().GetIndexer(), seen: func(any) {}}
 	f := &fixture{
 		t: t, ctx: ctx, clock: clk, flockClient: flockClient,
 		flocks:    flockInformer.Informer().GetIndexer(),
-		pods:      podInformer.Informer().GetIndexer(),
+		pods:      pods,
 		services:  serviceInformer.Informer().GetIndexer(),
 		nodes:     nodeInformer.Informer().GetIndexer(),
 		revisions: revisionInformer.Informer().GetIndexer(),
@@ -520,6 +546,7 @@ func newFixtureWithConfig(t *testing.T, cfg fixtureConfig, nodeNames ...string) 
 	f.data = newFakeDataControl()
 	control := NewDefaultFlockControl(f.members, f.members, f.data, f.history, status, flockClient,
 		flockInformer.Lister(), nodeInformer.Lister(), f.recorder, opts)
+	pods.seen = control.(podObserver).podSeen
 	paced := control.(*defaultFlockControl).paced
 	paced.clock = clk
 	if !cfg.statusSpacing {
@@ -535,6 +562,29 @@ func newFixtureWithConfig(t *testing.T, cfg fixtureConfig, nodeNames ...string) 
 		f.addNode(newNode(n))
 	}
 	return f
+}
+
+// podStore is the pod informer's store as the fixture writes it: like the
+// informer's handlers, it tells the control of each pod added or deleted.
+type podStore struct {
+	cache.Indexer
+	seen func(any)
+}
+
+func (s *podStore) Add(obj any) error {
+	if err := s.Indexer.Add(obj); err != nil {
+		return err
+	}
+	s.seen(obj)
+	return nil
+}
+
+func (s *podStore) Delete(obj any) error {
+	if err := s.Indexer.Delete(obj); err != nil {
+		return err
+	}
+	s.seen(obj)
+	return nil
 }
 
 func newNode(name string) *corev1.Node {

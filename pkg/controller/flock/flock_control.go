@@ -67,6 +67,9 @@ type defaultFlockControl struct {
 	written *writtenFlocks
 	// paced spaces the status writes of big Flocks.
 	paced *statusPacer
+	// created are the member pods created that the pod cache does not
+	// show yet (created_pods.go).
+	created *createdPods
 }
 
 var _ FlockControl = &defaultFlockControl{}

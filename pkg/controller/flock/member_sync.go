@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
@@ -296,19 +297,27 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord 
 	a := planMember(s, ord, plan)
 	switch a.kind {
 	case memberCreate:
+		name := PodName(f.Name, ord)
+		key := cache.NewObjectName(f.Namespace, name).String()
+		if fc.created.awaited(key, s.now) {
+			// Created by an earlier sync; the cache is behind, and the
+			// pod's event brings us back.
+			return memberOutcome{wait: true}
+		}
 		// The member's data first: its volume, claim and prepared
 		// directory (why it is not ready is reported as blocked).
 		data, err := fc.data.ensure(ctx, f, m, s.nodes[m.Node], s.now)
 		if !data.ready {
 			return memberOutcome{wait: true, blocked: data.blocked, err: err}
 		}
-		name := PodName(f.Name, ord)
+		fc.created.expect(key, s.now)
 		err = fc.members.CreatePod(ctx, newMemberPodFromTemplate(f, a.template, m, a.revision))
 		switch {
 		case apierrors.IsAlreadyExists(err):
 			// The cache is behind; the pod's event brings us back.
 			return memberOutcome{wait: true, changed: true, err: data.runAfter(ctx, nil)}
 		case err != nil:
+			fc.created.forget(key)
 			fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create Pod %s for member %d on node %s failed: %v", name, ord, m.Node, err)
 			return memberOutcome{wait: true, changed: true, err: data.runAfter(ctx, fmt.Errorf("creating pod %s/%s: %w", f.Namespace, name, err))}
 		}

@@ -1,0 +1,78 @@
+package flock
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+)
+
+// createOps returns the creates of the member pods of Flock pg in ops,
+// refused ones included.
+func createOps(ops []string) []string {
+	var out []string
+	for _, op := range ops {
+		if f := strings.Fields(op); len(f) >= 2 && (f[0] == "create" || f[0] == "already-exists") && strings.HasPrefix(f[1], "pg-") {
+			out = append(out, f[0]+" "+f[1])
+		}
+	}
+	return out
+}
+
+func TestCreatedPodIsNotCreatedAgainWhileTheCacheIsBehind(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b")
+	f.members.cacheLag = true
+	fl := newFlock("pg", 2)
+	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	f.createFlock(fl)
+	f.mustSync("pg")
+	want := []string{"create pg-0", "create pg-1"}
+	if got := createOps(f.members.ops); !slices.Equal(got, want) {
+		t.Fatalf("creates %v, want %v", got, want)
+	}
+	// Syncs before the cache shows the pods send no create.
+	f.mustSync("pg")
+	f.clock.Step(30 * time.Second)
+	f.mustSync("pg")
+	if got := createOps(f.members.ops); !slices.Equal(got, want) {
+		t.Fatalf("creates while the cache was behind %v, want only %v", got, want)
+	}
+	if err := f.members.deliverCreated(); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.controller.control.(*defaultFlockControl).created.len(); n != 0 {
+		t.Errorf("%d pods still awaited after the cache showed them", n)
+	}
+	f.mustSync("pg")
+	if got := createOps(f.members.ops); !slices.Equal(got, want) {
+		t.Fatalf("creates after the cache caught up %v, want only %v", got, want)
+	}
+
+	// A pod deleted (its deletion delivered) is created again at once.
+	f.members.cacheLag = false
+	f.deletePod("pg-1")
+	f.mustSync("pg")
+	if got := createOps(f.members.ops); !slices.Equal(got, append(want, "create pg-1")) {
+		t.Fatalf("creates after pg-1 was deleted %v, want pg-1 again", got)
+	}
+}
+
+func TestCreatedPodNeverDeliveredIsCreatedAgainAfterTheTTL(t *testing.T) {
+	f := newFixture(t, "n-a")
+	f.members.cacheLag = true
+	f.createFlock(newFlock("pg", 1))
+	f.mustSync("pg")
+	// The pod went before the cache ever showed it, and no event told.
+	f.members.uncachedPods = nil
+	f.mustSync("pg")
+	if got := createOps(f.members.ops); !slices.Equal(got, []string{"create pg-0"}) {
+		t.Fatalf("creates %v, want one within the TTL", got)
+	}
+	f.clock.Step(createdPodTTL + time.Second)
+	f.mustSync("pg")
+	if got := createOps(f.members.ops); !slices.Equal(got, []string{"create pg-0", "create pg-0"}) {
+		t.Fatalf("creates %v, want pg-0 again after the TTL", got)
+	}
+}
