@@ -50,7 +50,7 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="",res
 func TestKubeProfilePath(t *testing.T) {
 	for in, want := range map[string]string{
 		"_output/bench-e2e-flock-apiserver.pprof": "_output/bench-e2e-kube-apiserver.pprof",
-		"/tmp/p.pprof":                            "/tmp/p-kube-apiserver.pprof",
+		"/tmp/p.pprof": "/tmp/p-kube-apiserver.pprof",
 	} {
 		if got := kubeProfilePath(in); got != want {
 			t.Errorf("kubeProfilePath(%q) = %q, want %q", in, got, want)

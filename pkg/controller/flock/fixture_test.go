@@ -76,7 +76,7 @@ type fakeMemberControl struct {
 	// cacheLag puts the member pods CreatePod makes in uncachedPods,
 	// until deliverCreated: the cache is behind the controller's creates.
 	cacheLag bool
-	nextUID      int
+	nextUID  int
 	// ops logs the successful pod writes: "create <pod> <revision>",
 	// "delete <pod>", "force-delete <pod>"; and creates refused as
 	// "already-exists <pod>".
