@@ -186,24 +186,17 @@ func pvDiff(before, after pvSums, d time.Duration, members int) map[string]float
 	return out
 }
 
-// pvControllerRows are one row per pvRows entry, the samples of the
-// Flock's runs of one case.
-type pvControllerRows struct {
-	rows     map[string]*row
-	caseName string
+// pvControllerRows are one row per figure of pvDiff, the samples of the
+// runs of one case.
+type pvControllerRows struct{ namedRows }
+
+func newPVControllerRows(caseName string) *pvControllerRows {
+	return &pvControllerRows{namedRows{caseName: caseName, prefix: "PersistentVolume controller in "}}
 }
 
 func (p *pvControllerRows) add(kind string, values map[string]float64) {
-	if p.rows == nil {
-		p.rows = map[string]*row{}
-	}
 	for name, v := range values {
-		r := p.rows[name]
-		if r == nil {
-			r = &row{Case: "PersistentVolume controller in " + p.caseName + ": " + name, Values: map[string]float64{}, Samples: map[string][]float64{}}
-			p.rows[name] = r
-		}
-		r.Samples[kind] = append(r.Samples[kind], v)
+		p.namedRows.add(kind, name, v)
 	}
 }
 
@@ -217,7 +210,6 @@ const writesTotal = "writes per member to kube-apiserver, all"
 func cpuRow(name string) string { return "CPU of " + name + ", cores" }
 
 func (p *pvControllerRows) result() []row {
-	var out []row
 	names := slices.Clone(pvRows)
 	for _, prefix := range []string{"CPU of ", writesTotal, "writes per member: "} {
 		for _, n := range slices.Sorted(maps.Keys(p.rows)) {
@@ -226,12 +218,7 @@ func (p *pvControllerRows) result() []row {
 			}
 		}
 	}
-	for _, name := range names {
-		if r := p.rows[name]; r != nil {
-			out = append(out, r.medians())
-		}
-	}
-	return out
+	return p.inOrder(names)
 }
 
 // printPVController prints the rows pvControllerRows made, a column per
@@ -254,14 +241,6 @@ func printPVController(rows []row) {
 		} else if name == pvSynced || name == pvWrites {
 			format = "%.0f"
 		}
-		cells := []string{name}
-		for _, kind := range readyKinds {
-			if v, ok := r.Values[kind]; ok {
-				cells = append(cells, fmt.Sprintf(format, v))
-			} else {
-				cells = append(cells, "-")
-			}
-		}
-		fmt.Printf("| %s |\n", strings.Join(cells, " | "))
+		fmt.Println(kindsLine(name, r, format))
 	}
 }

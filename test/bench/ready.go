@@ -191,8 +191,7 @@ func readyCases(ctx context.Context, c *cluster.Cluster) (readyOut, error) {
 		return readyOut{}, err
 	}
 	var rows []row
-	var steps timelineRows
-	var pvc pvControllerRows
+	steps, pvc := newTimelineRows(""), newPVControllerRows("")
 	for ci, rc := range cases {
 		for i := len(c.NodeNames); i < rc.nodeCount; i++ {
 			if _, err := c.AddNode(ctx, fmt.Sprintf("scale-%d", i), nil, nil); err != nil {

@@ -229,38 +229,69 @@ func (tl *timeline) last(start time.Time, members int) map[string]time.Duration 
 	return out
 }
 
-// timelineRows are one row per step, each kind's samples the time the
-// last member passed the step in each run; add collects them.
-type timelineRows struct {
-	rows map[string]*row
-	// caseName is the case the timeline is of.
+// namedRows collect one row per measure of a case, by name, each kind's
+// samples one per run; prefix starts each row's Case.
+type namedRows struct {
+	rows     map[string]*row
 	caseName string
+	prefix   string
+	unit     string
 }
 
-func (t *timelineRows) add(kind string, steps map[string]time.Duration) {
-	if t.rows == nil {
-		t.rows = map[string]*row{}
+func (n *namedRows) add(kind, name string, v float64) {
+	if n.rows == nil {
+		n.rows = map[string]*row{}
 	}
-	for step, d := range steps {
-		r := t.rows[step]
-		if r == nil {
-			r = &row{Case: "timeline of " + t.caseName + ": " + step, Unit: "ms", Values: map[string]float64{}, Samples: map[string][]float64{}}
-			t.rows[step] = r
-		}
-		r.Samples[kind] = append(r.Samples[kind], float64(d.Microseconds())/1000)
+	r := n.rows[name]
+	if r == nil {
+		r = &row{Case: n.prefix + n.caseName + ": " + name, Unit: n.unit, Values: map[string]float64{}, Samples: map[string][]float64{}}
+		n.rows[name] = r
 	}
+	r.Samples[kind] = append(r.Samples[kind], v)
 }
 
-// result returns the rows in the steps' order, with medians.
-func (t *timelineRows) result() []row {
+// inOrder returns the rows of names that were added, in that order, with
+// medians.
+func (n *namedRows) inOrder(names []string) []row {
 	var out []row
-	for _, step := range timelineSteps {
-		if r := t.rows[step]; r != nil {
+	for _, name := range names {
+		if r := n.rows[name]; r != nil {
 			out = append(out, r.medians())
 		}
 	}
 	return out
 }
+
+// kindsLine is the table line of the row whose measure is name: a cell per
+// readiness kind, its value in format or "-".
+func kindsLine(name string, r row, format string) string {
+	cells := []string{name}
+	for _, kind := range readyKinds {
+		if v, ok := r.Values[kind]; ok {
+			cells = append(cells, fmt.Sprintf(format, v))
+		} else {
+			cells = append(cells, "-")
+		}
+	}
+	return "| " + strings.Join(cells, " | ") + " |"
+}
+
+// timelineRows are one row per step, each kind's samples the time the
+// last member passed the step in each run; add collects them.
+type timelineRows struct{ namedRows }
+
+func newTimelineRows(caseName string) *timelineRows {
+	return &timelineRows{namedRows{caseName: caseName, prefix: "timeline of ", unit: "ms"}}
+}
+
+func (t *timelineRows) add(kind string, steps map[string]time.Duration) {
+	for step, d := range steps {
+		t.namedRows.add(kind, step, float64(d.Microseconds())/1000)
+	}
+}
+
+// result returns the rows in the steps' order, with medians.
+func (t *timelineRows) result() []row { return t.inOrder(timelineSteps) }
 
 // printTimeline prints the real-node case's timeline table: for each step,
 // the time after create at which the last member passed it, per kind.
@@ -273,14 +304,6 @@ func printTimeline(rows []row) {
 		"(as seen by watches; -: no such step for that kind, or not run).\n\n| step | %s |\n|---|---|---|---|\n", caseName, strings.Join(readyKinds, " | "))
 	for _, r := range rows {
 		_, step, _ := strings.Cut(r.Case, ": ")
-		cells := []string{step}
-		for _, kind := range readyKinds {
-			if v, ok := r.Values[kind]; ok {
-				cells = append(cells, fmt.Sprintf("%.0f", v))
-			} else {
-				cells = append(cells, "-")
-			}
-		}
-		fmt.Printf("| %s |\n", strings.Join(cells, " | "))
+		fmt.Println(kindsLine(step, r, "%.0f"))
 	}
 }

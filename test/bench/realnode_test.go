@@ -84,7 +84,7 @@ func TestTimelineSteps(t *testing.T) {
 		t.Error("a later event moved the first time a step was seen")
 	}
 
-	rows := timelineRows{caseName: "2 members"}
+	rows := newTimelineRows("2 members")
 	rows.add(tFlock, map[string]time.Duration{stepPodReady: 300 * time.Millisecond, stepHelperDone: 100 * time.Millisecond})
 	rows.add(tFlock, map[string]time.Duration{stepPodReady: 500 * time.Millisecond, stepHelperDone: 200 * time.Millisecond})
 	rows.add(tSTS, map[string]time.Duration{stepPodReady: 50 * time.Millisecond})
