@@ -71,7 +71,7 @@ var (
 	smoke        = flag.Bool("smoke", false, "tiny sizes (CI smoke): checks the bench runs, numbers mean little")
 	withAPI      = flag.Bool("api", true, "run the API cases (false: only the readiness cases)")
 	readyTimeout = flag.Duration("ready-timeout", 10*time.Minute, "how long a readiness run waits for all members to be Ready; a run that is not is recorded as such (its namespace deleted) and the next runs go on")
-	timelineCase = flag.String("timeline", "", "on kwok nodes too: record when the last member passed each step (claim, helper, pod) in the readiness case whose name contains this, e.g. \"50 x 3\" (the real-node case always has it)")
+	timelineCase = flag.String("timeline", "", "on kwok nodes too: record when the last member passed each step (claim, volume, helper, pod) in the first readiness case whose name contains this, e.g. \"50 x 3\" (the real-node case always has it)")
 	skipKinds    = flag.String("skip-kinds", "", "readiness kinds to leave out of every readiness case, comma-separated (e.g. StatefulSet+PV, which does not finish -scale=1000 on 2 cores; shown as -)")
 	apiRuns      = flag.Int("api-runs", 3, "runs of the create, get and LIST cases, the four targets taking turns (the table shows medians)")
 	readyRuns    = flag.Int("runs", 3, "runs of each readiness case, the kinds (StatefulSet, StatefulSet+PV, Flock) taking turns (the table shows medians)")

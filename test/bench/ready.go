@@ -219,7 +219,12 @@ func readyCases(ctx context.Context, c *cluster.Cluster) (readyOut, error) {
 				}
 				var tl *timeline
 				var pvBefore pvSums
-				if onReal || (*timelineCase != "" && strings.Contains(rc.name, *timelineCase)) {
+				// Only the first case whose name matches has a timeline: its
+				// rows hold one case's runs.
+				if steps.caseName == "" && (onReal || (*timelineCase != "" && strings.Contains(rc.name, *timelineCase))) {
+					steps.caseName, pvc.caseName = rc.name, rc.name
+				}
+				if steps.caseName == rc.name {
 					if tl, err = watchTimeline(ctx, kube, ns); err != nil {
 						return readyOut{}, err
 					}
@@ -245,11 +250,9 @@ func readyCases(ctx context.Context, c *cluster.Cluster) (readyOut, error) {
 				}
 				if tl != nil {
 					tl.close()
-					steps.caseName = rc.name
 					steps.add(kind, tl.last(t.start, rc.objects*int(rc.members)))
 					if pvBefore != nil && err == nil {
 						if after, perr := pvSample(ctx, c); perr == nil {
-							pvc.caseName = rc.name
 							values := pvDiff(pvBefore, after, t.pods, rc.objects*int(rc.members))
 							if kind != tFlock {
 								for _, name := range pvRows {
