@@ -268,14 +268,9 @@ func readyCases(ctx context.Context, c *cluster.Cluster) (readyOut, error) {
 					// Recorded, and its namespace deleted so that its
 					// pending pods do not load the next kinds' runs.
 					pods.Unfinished[kind] = notReady.Error()
-					fmt.Fprintf(os.Stderr, "bench-e2e: %s %s: %v; deleting namespace %s\n", rc.name, kind, notReady, ns)
-					if err := deleteNamespace(ctx, c, ns); err != nil {
+					fmt.Fprintf(os.Stderr, "bench-e2e: %s %s: %v\n", rc.name, kind, notReady)
+					if err := endRun(ctx, c, kube, ns, volumes); err != nil {
 						return readyOut{}, err
-					}
-					if kind == tSTSPV {
-						if err := deleteSpareVolumes(ctx, kube, volumes); err != nil {
-							return readyOut{}, err
-						}
 					}
 					continue
 				}
@@ -286,12 +281,12 @@ func readyCases(ctx context.Context, c *cluster.Cluster) (readyOut, error) {
 					if err := checkLocalData(ctx, kube, ns); err != nil {
 						return readyOut{}, fmt.Errorf("%s %s: %w", rc.name, kind, err)
 					}
-					if err := deleteSpareVolumes(ctx, kube, volumes); err != nil {
-						return readyOut{}, err
-					}
 				}
 				pods.Samples[kind] = append(pods.Samples[kind], float64(t.pods.Milliseconds()))
 				status.Samples[kind] = append(status.Samples[kind], float64(t.status.Milliseconds()))
+				if err := endRun(ctx, c, kube, ns, volumes); err != nil {
+					return readyOut{}, err
+				}
 			}
 		}
 		rows = append(rows, pods.medians(), status.medians())
@@ -464,22 +459,61 @@ func volumeHost(pv *corev1.PersistentVolume) string {
 	return ""
 }
 
-// deleteSpareVolumes deletes the volumes of set no claim took (once a run's
-// members are Ready), so every run starts with the same free volumes.
-func deleteSpareVolumes(ctx context.Context, kube kubernetes.Interface, set string) error {
-	l, err := kube.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{LabelSelector: volumeSetLabel + "=" + set})
-	if err != nil {
+// endRun ends a readiness run: it deletes the run's namespace ns (waiting
+// until it and its pods are gone), then the PersistentVolumes of the run,
+// the StatefulSet+PV's set and those its members' claims held (a Flock's
+// Retain policy keeps its members' volumes), waits until they are gone and
+// until the controllers have settled. So every run starts from the same
+// cluster: kube-controller-manager's PersistentVolume controller syncs
+// every volume of the cluster every 15 s, on the one worker that also takes
+// up a run's new volumes, and the scheduler and kwok carry every pod; a run
+// must not pay for the objects of the runs before it.
+func endRun(ctx context.Context, c *cluster.Cluster, kube kubernetes.Interface, ns, set string) error {
+	start := time.Now()
+	if err := deleteNamespace(ctx, c, ns); err != nil {
 		return err
 	}
-	for _, pv := range l.Items {
-		if pv.Spec.ClaimRef != nil {
-			continue
+	if err := deleteRunVolumes(ctx, kube, ns, set); err != nil {
+		return err
+	}
+	settle(ctx, c, readySettleMax)
+	fmt.Fprintf(os.Stderr, "bench-e2e: namespace %s and its volumes deleted and the controllers settled in %s\n",
+		ns, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// deleteRunVolumes deletes the PersistentVolumes of set and those whose
+// claim reference names namespace ns, and waits (at most 2 minutes) until
+// they are gone.
+func deleteRunVolumes(ctx context.Context, kube kubernetes.Interface, ns, set string) error {
+	ofRun := func(pv *corev1.PersistentVolume) bool {
+		return pv.Labels[volumeSetLabel] == set || (pv.Spec.ClaimRef != nil && pv.Spec.ClaimRef.Namespace == ns)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(200 * time.Millisecond) {
+		l, err := kube.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
 		}
-		if err := kube.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("deleting spare volume %s: %w", pv.Name, err)
+		left := 0
+		for _, pv := range l.Items {
+			if !ofRun(&pv) {
+				continue
+			}
+			left++
+			if pv.DeletionTimestamp != nil {
+				continue
+			}
+			if err := kube.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return fmt.Errorf("deleting volume %s: %w", pv.Name, err)
+			}
+		}
+		if left == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d volumes of namespace %s not gone after 2 minutes", left, ns)
 		}
 	}
-	return nil
 }
 
 // medians sets r's values to the medians of its samples.

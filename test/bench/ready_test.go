@@ -1,5 +1,6 @@
 // File ready_test.go: unit tests of the readiness cases' pure parts: the
-// kinds' turns, the StatefulSet+PV kind's volumes and the table's ratios.
+// kinds' turns, the StatefulSet+PV kind's volumes, the volumes a run leaves
+// and the table's ratios.
 
 package main
 
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestTurnsRotate(t *testing.T) {
@@ -151,5 +153,41 @@ func TestSmokeFailsOnUnfinishedCases(t *testing.T) {
 	err := smokeFailures([]row{done, late})
 	if err == nil || !strings.Contains(err.Error(), "50 x 3") || !strings.Contains(err.Error(), "12 of 150") {
 		t.Fatalf("an unfinished case: %v, want it named with its count", err)
+	}
+}
+
+func TestDeleteRunVolumesTakesOnlyTheRunsVolumes(t *testing.T) {
+	pv := func(name, set, claimNS string) *corev1.PersistentVolume {
+		v := &corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if set != "" {
+			v.Labels = map[string]string{volumeSetLabel: set}
+		}
+		if claimNS != "" {
+			v.Spec.ClaimRef = &corev1.ObjectReference{Namespace: claimNS, Name: "data-" + name}
+		}
+		return v
+	}
+	kube := fake.NewClientset(
+		pv("spare", "2-1", ""),          // the set's, unclaimed
+		pv("claimed", "2-1", "ready-x"), // the set's, claimed from the run's namespace
+		pv("flock-member", "", "ready-2-1-flock"),
+		pv("other-set", "2-0", ""),            // an earlier run's set
+		pv("other-ns", "", "ready-2-0-flock"), // another namespace's claim
+		pv("free", "", ""),
+	)
+	if err := deleteRunVolumes(t.Context(), kube, "ready-2-1-flock", "2-1"); err != nil {
+		t.Fatal(err)
+	}
+	l, err := kube.CoreV1().PersistentVolumes().List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, v := range l.Items {
+		left = append(left, v.Name)
+	}
+	slices.Sort(left)
+	if want := []string{"free", "other-ns", "other-set"}; !slices.Equal(left, want) {
+		t.Errorf("volumes left %v, want %v", left, want)
 	}
 }

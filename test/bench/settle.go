@@ -17,27 +17,31 @@ import (
 	"flock.dev/flock/test/cluster"
 )
 
-// settleMax bounds one wait; settlePoll is how long the control plane's CPU
-// is sampled between reads of the queues; settleCores is the CPU (in cores,
-// all processes of the control plane together) under which it counts as
-// idle: kube-apiserver rebuilding its OpenAPI after the CRD's install, the
-// garbage collector or kwok's heartbeats of 50 nodes are not queues.
+// settleMax bounds one wait between API cases, readySettleMax one between
+// readiness runs (at the scale case's node count kwok's heartbeats alone
+// may keep the plane above settleCores); settlePoll is how long the control
+// plane's CPU is sampled between reads of the queues; settleCores is the
+// CPU (in cores, all processes of the control plane together) under which
+// it counts as idle: kube-apiserver rebuilding its OpenAPI after the CRD's
+// install, the garbage collector or kwok's heartbeats of 50 nodes are not
+// queues.
 const (
-	settleMax   = 3 * time.Minute
-	settlePoll  = 250 * time.Millisecond
-	settleCores = 0.3
+	settleMax      = 3 * time.Minute
+	readySettleMax = time.Minute
+	settlePoll     = 250 * time.Millisecond
+	settleCores    = 0.3
 )
 
 // settle waits until every work queue of flock-apiserver's controllers and
 // of kube-controller-manager is empty with nothing in progress
 // (workqueue_depth and workqueue_unfinished_work_seconds all 0) and the
 // control plane uses less than settleCores, at two reads in a row, at most
-// settleMax (it then says so and returns). It returns how long it waited.
-func settle(ctx context.Context, c *cluster.Cluster) time.Duration {
+// limit (it then says so and returns). It returns how long it waited.
+func settle(ctx context.Context, c *cluster.Cluster, limit time.Duration) time.Duration {
 	start := time.Now()
 	urls := []string{c.FlockAPIServerURL, "https://127.0.0.1:" + strconv.Itoa(c.Ports.ControllerManager)}
 	idleReads, busy := 0, ""
-	for time.Since(start) < settleMax && ctx.Err() == nil {
+	for time.Since(start) < limit && ctx.Err() == nil {
 		busy = ""
 		for _, url := range urls {
 			b, err := queuesBusy(ctx, c, url)
@@ -64,7 +68,7 @@ func settle(ctx context.Context, c *cluster.Cluster) time.Duration {
 		}
 	}
 	if ctx.Err() == nil {
-		fmt.Fprintf(os.Stderr, "bench-e2e: the controllers were still busy after %s (%s); measuring anyway\n", settleMax, busy)
+		fmt.Fprintf(os.Stderr, "bench-e2e: the controllers were still busy after %s (%s); measuring anyway\n", limit, busy)
 	}
 	return time.Since(start)
 }
@@ -136,6 +140,6 @@ func queuesBusy(ctx context.Context, c *cluster.Cluster, url string) (string, er
 
 // settleBefore settles before target's part of case and logs the wait.
 func settleBefore(ctx context.Context, c *cluster.Cluster, what, target string) {
-	d := settle(ctx, c)
+	d := settle(ctx, c, settleMax)
 	fmt.Fprintf(os.Stderr, "bench-e2e: %s, %s: the controllers settled in %s\n", what, target, d.Round(time.Millisecond))
 }
