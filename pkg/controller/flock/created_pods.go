@@ -2,7 +2,9 @@
 // pod cache does not show yet, so that a sync in between does not create
 // them again (issue 17: at 50 x 3 one member in five got a second create,
 // refused AlreadyExists, each a full pass through kube-apiserver's pod
-// admission).
+// admission). A member pod that is not awaited is looked up in the cache
+// as well before it is created (syncMember): the informer may have
+// delivered it after the sync's snapshot was taken.
 
 package flock
 

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
 
@@ -74,5 +76,34 @@ func TestCreatedPodNeverDeliveredIsCreatedAgainAfterTheTTL(t *testing.T) {
 	f.mustSync("pg")
 	if got := createOps(f.members.ops); !slices.Equal(got, []string{"create pg-0", "create pg-0"}) {
 		t.Fatalf("creates %v, want pg-0 again after the TTL", got)
+	}
+}
+
+func TestPodDeliveredAfterTheSnapshotIsNotCreatedAgain(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b")
+	fl := newFlock("pg", 2)
+	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	f.createFlock(fl)
+	f.mustSync("pg")
+	want := []string{"create pg-0", "create pg-1"}
+	if got := createOps(f.members.ops); !slices.Equal(got, want) {
+		t.Fatalf("creates %v, want %v", got, want)
+	}
+	// A sync whose snapshot was taken just before the informer delivered
+	// the pods: the snapshot has none, the cache has both, and neither is
+	// awaited any more.
+	control := f.controller.control.(*defaultFlockControl)
+	if n := control.created.len(); n != 0 {
+		t.Fatalf("%d pods awaited after their delivery, want 0", n)
+	}
+	cur, err := f.flockClient.FlockV1alpha1().Flocks(testNamespace).Get(f.ctx, "pg", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := control.Sync(f.ctx, cur, nil, f.clock.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := createOps(f.members.ops); !slices.Equal(got, want) {
+		t.Fatalf("creates %v, want no create of a pod the cache has", got)
 	}
 }

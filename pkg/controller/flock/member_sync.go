@@ -304,6 +304,14 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord 
 			// pod's event brings us back.
 			return memberOutcome{wait: true}
 		}
+		if _, err := fc.members.GetPod(f.Namespace, name); err == nil {
+			// Delivered after this sync's snapshot was taken: the
+			// informer's store has a pod before its handler tells the
+			// control (which then no longer awaits it), so a pod not
+			// awaited is in the cache by now if it exists. Its event
+			// brings the next sync, which sees it.
+			return memberOutcome{wait: true}
+		}
 		// The member's data first: its volume, claim and prepared
 		// directory (why it is not ready is reported as blocked).
 		data, err := fc.data.ensure(ctx, f, m, s.nodes[m.Node], s.now)
