@@ -188,13 +188,18 @@ func pvDiff(before, after pvSums, d time.Duration, members int) map[string]float
 
 // pvControllerRows are one row per figure of pvDiff, the samples of the
 // runs of one case.
-type pvControllerRows struct{ namedRows }
+type pvControllerRows struct {
+	namedRows
+	// runs counts the runs added, by kind.
+	runs map[string]int
+}
 
 func newPVControllerRows(caseName string) *pvControllerRows {
-	return &pvControllerRows{namedRows{caseName: caseName, prefix: "PersistentVolume controller in "}}
+	return &pvControllerRows{namedRows: namedRows{caseName: caseName, prefix: "PersistentVolume controller in "}, runs: map[string]int{}}
 }
 
 func (p *pvControllerRows) add(kind string, values map[string]float64) {
+	p.runs[kind]++
 	for name, v := range values {
 		p.namedRows.add(kind, name, v)
 	}
@@ -210,6 +215,20 @@ const writesTotal = "writes per member to kube-apiserver, all"
 func cpuRow(name string) string { return "CPU of " + name + ", cores" }
 
 func (p *pvControllerRows) result() []row {
+	// A write a run did not make is absent from its values: it counts as
+	// 0 in the median of that kind's runs, or a write one run in eight
+	// made would show as if every run made it.
+	for name, r := range p.rows {
+		if !strings.HasPrefix(name, "writes per member: ") {
+			continue
+		}
+		for kind, xs := range r.Samples {
+			for len(xs) < p.runs[kind] {
+				xs = append(xs, 0)
+			}
+			r.Samples[kind] = xs
+		}
+	}
 	names := slices.Clone(pvRows)
 	for _, prefix := range []string{"CPU of ", writesTotal, "writes per member: "} {
 		for _, n := range slices.Sorted(maps.Keys(p.rows)) {

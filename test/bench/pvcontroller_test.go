@@ -2,6 +2,7 @@ package main
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -55,5 +56,29 @@ func TestKubeProfilePath(t *testing.T) {
 		if got := kubeProfilePath(in); got != want {
 			t.Errorf("kubeProfilePath(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestPVControllerRowsCountAWriteARunDidNotMakeAsZero(t *testing.T) {
+	rows := newPVControllerRows("2 members")
+	conflict := writesRow("POST pods (409)")
+	rows.add(tFlock, map[string]float64{writesTotal: 30, conflict: 0.5})
+	rows.add(tFlock, map[string]float64{writesTotal: 31})
+	rows.add(tFlock, map[string]float64{writesTotal: 32})
+	rows.add(tSTS, map[string]float64{writesTotal: 15})
+	var got *row
+	for _, r := range rows.result() {
+		if strings.HasSuffix(r.Case, ": "+conflict) {
+			got = &r
+		}
+	}
+	if got == nil {
+		t.Fatalf("no row %q", conflict)
+	}
+	if xs := got.Samples[tFlock]; len(xs) != 3 || got.Values[tFlock] != 0 {
+		t.Errorf("Flock's samples %v and median %v, want 3 samples (0.5, 0, 0) and median 0", xs, got.Values[tFlock])
+	}
+	if _, ok := got.Values[tSTS]; ok {
+		t.Errorf("the StatefulSet, which never made the write, has a value %v; want none (shown as -)", got.Values[tSTS])
 	}
 }
