@@ -23,9 +23,13 @@ func createOps(ops []string) []string {
 	return out
 }
 
-func TestCreatedPodIsNotCreatedAgainWhileTheCacheIsBehind(t *testing.T) {
+// createPair makes Flock pg of two members Parallel on two nodes (the
+// pods created by the controller held back from the cache if cacheLag)
+// and syncs it once; it returns the fixture and the creates it made.
+func createPair(t *testing.T, cacheLag bool) (*fixture, []string) {
+	t.Helper()
 	f := newFixture(t, "n-a", "n-b")
-	f.members.cacheLag = true
+	f.members.cacheLag = cacheLag
 	fl := newFlock("pg", 2)
 	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
 	f.createFlock(fl)
@@ -34,6 +38,11 @@ func TestCreatedPodIsNotCreatedAgainWhileTheCacheIsBehind(t *testing.T) {
 	if got := createOps(f.members.ops); !slices.Equal(got, want) {
 		t.Fatalf("creates %v, want %v", got, want)
 	}
+	return f, want
+}
+
+func TestCreatedPodIsNotCreatedAgainWhileTheCacheIsBehind(t *testing.T) {
+	f, want := createPair(t, true)
 	// Syncs before the cache shows the pods send no create.
 	f.mustSync("pg")
 	f.clock.Step(30 * time.Second)
@@ -80,15 +89,7 @@ func TestCreatedPodNeverDeliveredIsCreatedAgainAfterTheTTL(t *testing.T) {
 }
 
 func TestPodDeliveredAfterTheSnapshotIsNotCreatedAgain(t *testing.T) {
-	f := newFixture(t, "n-a", "n-b")
-	fl := newFlock("pg", 2)
-	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
-	f.createFlock(fl)
-	f.mustSync("pg")
-	want := []string{"create pg-0", "create pg-1"}
-	if got := createOps(f.members.ops); !slices.Equal(got, want) {
-		t.Fatalf("creates %v, want %v", got, want)
-	}
+	f, want := createPair(t, false)
 	// A sync whose snapshot was taken just before the informer delivered
 	// the pods: the snapshot has none, the cache has both, and neither is
 	// awaited any more.
