@@ -40,6 +40,9 @@ const (
 // fieldManager is the agent's field manager and event source component.
 const fieldManager = "flock-node-agent"
 
+// DefaultMarkWait is Options.MarkWait when it is not set.
+const DefaultMarkWait = time.Second
+
 // DefaultWorkers is the number of workers when Options.Workers is not set.
 // Preparing a directory takes a few system calls and a patch; two workers
 // keep one slow API call from holding up the rest.
@@ -58,6 +61,17 @@ type Options struct {
 	Workers int
 	// Resync is the informer's resync period (none if zero).
 	Resync time.Duration
+	// MarkWait is how long after a volume was made its mark waits for
+	// kube-controller-manager's PersistentVolume controller to take the
+	// volume up (its first phase), DefaultMarkWait if zero, no wait if
+	// negative. The directory is prepared at once; only the mark waits.
+	// That controller writes the volume's phase from the copy it read,
+	// and a mark written in between makes that write fail with a
+	// conflict: the phase then waits for the controller's next sync of
+	// the volume, and the member for its phase (issue 17: 0.6 conflicts
+	// a member at 5 members on kwok, 0.5 on real nodes). Once the
+	// controller is behind, the mark goes after MarkWait all the same.
+	MarkWait time.Duration
 	// AnyNode makes the agent prepare the pending volumes of every node,
 	// not only of NodeName: one process on the host standing in for the
 	// agents of simulated (kwok) nodes, whose directories are all on that
@@ -90,6 +104,9 @@ type Agent struct {
 func New(client kubernetes.Interface, opts Options) *Agent {
 	if opts.Workers <= 0 {
 		opts.Workers = DefaultWorkers
+	}
+	if opts.MarkWait == 0 {
+		opts.MarkWait = DefaultMarkWait
 	}
 	// Only member volumes: every one has LabelFlockUID. Volumes of other
 	// nodes are cached too (the node is an annotation, which cannot be
@@ -247,6 +264,14 @@ func (a *Agent) sync(ctx context.Context, name string) bool {
 		a.recorder.Eventf(pv, corev1.EventTypeWarning, ReasonPrepareFailed, "preparing data directory %s failed: %v", req.Dir, err)
 		return false
 	}
+	if wait := a.markWait(pv, time.Now()); wait > 0 {
+		// The volume's update with its phase brings it back (Prepare
+		// then finds the directory prepared and changes nothing), and
+		// the end of the wait in any case.
+		logger.V(4).Info("Member data directory prepared; its mark waits for the volume's phase", "dir", req.Dir, "wait", wait)
+		a.queue.AddAfter(name, wait)
+		return true
+	}
 
 	// The uid is a precondition: a volume deleted and made again under the
 	// same name (for which the directory may mean something else) is not
@@ -274,6 +299,19 @@ func (a *Agent) sync(ctx context.Context, name string) bool {
 	a.recorder.Eventf(pv, corev1.EventTypeNormal, ReasonDataPrepared, "prepared data directory %s on node %s (owner %d:%d, mode %#o)",
 		req.Dir, a.opts.NodeName, req.UID, req.GID, uint32(req.Mode))
 	return true
+}
+
+// markWait returns how much longer the mark of pv, whose directory is
+// prepared, waits for the PersistentVolume controller's first phase of it
+// (Options.MarkWait): none once the volume has a phase other than Pending,
+// or was made MarkWait or more ago. A clock that is behind the server's
+// makes the volume look younger, never the wait longer than MarkWait.
+func (a *Agent) markWait(pv *corev1.PersistentVolume, now time.Time) time.Duration {
+	if a.opts.MarkWait <= 0 || (pv.Status.Phase != "" && pv.Status.Phase != corev1.VolumePending) {
+		return 0
+	}
+	age := max(now.Sub(pv.CreationTimestamp.Time), 0)
+	return max(a.opts.MarkWait-age, 0)
 }
 
 // dropManagedFields is the informer's transform: thousands of cached

@@ -144,3 +144,81 @@ func TestAgentAnyNode(t *testing.T) {
 		t.Errorf("Run: %v", err)
 	}
 }
+
+// A new volume's directory is prepared at once, but its mark waits for the
+// PersistentVolume controller's first phase of the volume (a mark before
+// that made the controller's phase write fail with a conflict), or for the
+// end of MarkWait when that controller is behind.
+func TestAgentMarkWaitsForTheVolumesFirstPhase(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		markWait time.Duration
+		// bound: the test gives the volume its phase Bound once its
+		// directory is prepared.
+		bound bool
+	}{
+		{name: "marked once the volume has its phase", markWait: time.Hour, bound: true},
+		{name: "marked after MarkWait while the volume stays Pending", markWait: 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			uid, gid := self()
+			pv := volume("young", filepath.Join(root, "ns", "f", "m-0"))
+			pv.UID = "uid-young"
+			pv.CreationTimestamp = metav1.Now()
+			pv.Status.Phase = corev1.VolumePending
+			SetRequest(pv, "node-a", uid, gid, 0o750)
+			client := fake.NewClientset(pv)
+
+			_, ctx := ktesting.NewTestContext(t)
+			ctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				done <- Run(ctx, client, Options{NodeName: "node-a", DataRoot: root, MarkWait: tc.markWait})
+			}()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					t.Errorf("Run: %v", err)
+				}
+			}()
+			marked := func() bool {
+				got, err := client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+				return err == nil && got.Annotations[AnnotationPrepared] == "true"
+			}
+
+			start := time.Now()
+			poll(t, "the directory prepared", func() bool {
+				_, err := os.Lstat(pv.Spec.HostPath.Path)
+				return err == nil
+			})
+			if u, g, m := stat(t, pv.Spec.HostPath.Path); int64(u) != uid || int64(g) != gid || m != 0o750 {
+				t.Errorf("prepared directory is %d:%d %#o, want %d:%d 0750", u, g, m, uid, gid)
+			}
+			if !tc.bound {
+				// Unless this machine was too slow to tell: the check must
+				// come well before MarkWait is over.
+				if age := time.Since(pv.CreationTimestamp.Time); age < tc.markWait/2 && marked() {
+					t.Fatalf("a Pending volume was marked %v after it was made, before MarkWait (%v)", age, tc.markWait)
+				}
+				poll(t, "the mark after MarkWait", marked)
+				if age := time.Since(pv.CreationTimestamp.Time); age < tc.markWait {
+					t.Errorf("marked %v after the volume was made, before MarkWait (%v)", age, tc.markWait)
+				}
+				return
+			}
+			time.Sleep(300 * time.Millisecond)
+			if marked() {
+				t.Fatal("a Pending volume was marked before its phase (MarkWait is an hour)")
+			}
+			upd := pv.DeepCopy()
+			upd.Status.Phase = corev1.VolumeBound
+			if _, err := client.CoreV1().PersistentVolumes().UpdateStatus(ctx, upd, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			poll(t, "the mark once the volume is Bound", marked)
+			t.Logf("marked %v after the agent started", time.Since(start))
+		})
+	}
+}
