@@ -42,6 +42,10 @@ func TestMetricsAndHealth(t *testing.T) {
 		`(?m)^workqueue_depth\{name="flock"\} \d+`,
 		`(?m)^workqueue_queue_duration_seconds_count\{name="flock"\} [1-9]\d*`,
 		`(?m)^workqueue_retries_total\{name="flock"\} \d+`,
+		// The controller's requests to kube-apiserver: by code and verb,
+		// and the time they waited for the client's rate limiter.
+		`(?m)^rest_client_requests_total\{code="201",host="[^"]+",method="POST"\} [1-9]\d*`,
+		`(?m)^rest_client_rate_limiter_duration_seconds_count\{host="[^"]+",verb="POST"\} [1-9]\d*`,
 		// The server's own Flock informer holds the watch cache's objects.
 		`(?m)^flock_apiserver_informer_flocks_total\{source="watch_cache"\} [1-9]`,
 		// The embedded etcd member's file, which it defragments when mostly free.

@@ -18,6 +18,9 @@ import (
 	"k8s.io/component-base/cli/globalflag"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
+	// The controller's requests to kube-apiserver in /metrics
+	// (rest_client_*: by code and verb, latency, rate limiter wait).
+	_ "k8s.io/component-base/metrics/prometheus/restclient"
 	"k8s.io/component-base/term"
 	"k8s.io/klog/v2"
 
