@@ -60,12 +60,16 @@ var pvCounters = []struct {
 // kube-apiserver.
 func pvSample(ctx context.Context, c *cluster.Cluster) (pvSums, error) {
 	out := pvSums{}
-	for _, url := range []string{"https://127.0.0.1:" + strconv.Itoa(c.Ports.ControllerManager), c.KubeAPIServerURL} {
-		data, err := adminGet(ctx, c, url, "/metrics", 10*time.Second)
+	for _, src := range []struct{ name, url string }{
+		{"kube-controller-manager", "https://127.0.0.1:" + strconv.Itoa(c.Ports.ControllerManager)},
+		{"kube-apiserver", c.KubeAPIServerURL},
+		{"flock-apiserver", c.FlockAPIServerURL},
+	} {
+		data, err := adminGet(ctx, c, src.url, "/metrics", 10*time.Second)
 		if err != nil {
-			return nil, fmt.Errorf("reading the metrics of %s: %w", url, err)
+			return nil, fmt.Errorf("reading the metrics of %s: %w", src.name, err)
 		}
-		sumCounters(string(data), out)
+		sumCounters(string(data), src.name, out)
 	}
 	for name, t := range procTicks(c) {
 		out[cpuKey+name] = t
@@ -74,8 +78,11 @@ func pvSample(ctx context.Context, c *cluster.Cluster) (pvSums, error) {
 }
 
 // sumCounters adds to out, for each of pvCounters, the values of the lines
-// of text (Prometheus' text format) of its metric that carry its labels.
-func sumCounters(text string, out pvSums) {
+// of text (Prometheus' text format) of its metric that carry its labels;
+// kube-apiserver's writes (writeKey); and the requests of the clients of
+// process source that kube-apiserver refused with a conflict (client-go's
+// rest_client_requests_total, code 409), which say whose write lost a race.
+func sumCounters(text, source string, out pvSums) {
 	for line := range strings.Lines(text) {
 		line = strings.TrimSuffix(line, "\n")
 		name, rest, ok := strings.Cut(line, "{")
@@ -93,6 +100,12 @@ func sumCounters(text string, out pvSums) {
 		if name == "apiserver_request_total" {
 			if key := writeKey(rest[:i]); key != "" {
 				out[key] += v
+			}
+			continue
+		}
+		if name == "rest_client_requests_total" {
+			if strings.Contains(rest[:i], `code="409"`) {
+				out[conflictsKey+source] += v
 			}
 			continue
 		}
@@ -145,8 +158,12 @@ func writeKey(labels string) string {
 	return writesKey + l["verb"] + " " + what
 }
 
-// writesKey prefixes a count of kube-apiserver's writes in pvSums.
-const writesKey = "writes:"
+// writesKey prefixes a count of kube-apiserver's writes in pvSums;
+// conflictsKey a count of a process's requests refused with a conflict.
+const (
+	writesKey    = "writes:"
+	conflictsKey = "conflicts:"
+)
 
 // pvDiff returns the rows' values over a run of d from before to after,
 // of members members.
@@ -183,6 +200,11 @@ func pvDiff(before, after pvSums, d time.Duration, members int) map[string]float
 	if members > 0 {
 		out[writesTotal] = writes / float64(members)
 	}
+	for k := range after {
+		if who, ok := strings.CutPrefix(k, conflictsKey); ok && members > 0 && delta(k) > 0 {
+			out[conflictsRow(who)] = delta(k) / float64(members)
+		}
+	}
 	return out
 }
 
@@ -210,6 +232,10 @@ func (p *pvControllerRows) add(kind string, values map[string]float64) {
 func writesRow(what string) string { return "writes per member: " + what }
 
 const writesTotal = "writes per member to kube-apiserver, all"
+
+// conflictsRow is the row of process who's requests refused with a
+// conflict (409), per member over a run.
+func conflictsRow(who string) string { return "conflicts (409) per member, requests of " + who }
 
 // cpuRow is the row of the CPU process name used over a run.
 func cpuRow(name string) string { return "CPU of " + name + ", cores" }

@@ -20,7 +20,9 @@ apiserver_request_duration_seconds_count{component="apiserver",dry_run="",group=
 apiserver_request_duration_seconds_count{component="apiserver",dry_run="",group="",resource="persistentvolumes",scope="resource",subresource="",verb="PUT",version="v1"} 50
 apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="POST",version="v1"} 7
 apiserver_request_total{code="201",component="apiserver",dry_run="All",group="",resource="pods",scope="resource",subresource="",verb="POST",version="v1"} 7
-`, before)
+rest_client_requests_total{code="409",host="127.0.0.1:6443",method="PUT"} 3
+rest_client_requests_total{code="200",host="127.0.0.1:6443",method="PUT"} 40
+`, "kube-controller-manager", before)
 	sumCounters(`workqueue_work_duration_seconds_sum{name="volumes"} 4
 workqueue_work_duration_seconds_count{name="volumes"} 110
 workqueue_queue_duration_seconds_sum{name="volumes"} 12
@@ -33,14 +35,22 @@ apiserver_request_total{code="201",component="apiserver",dry_run="All",group="",
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="persistentvolumes",scope="resource",subresource="status",verb="PUT",version="v1"} 8
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="policy",resource="poddisruptionbudgets",scope="resource",subresource="status",verb="PUT",version="v1"} 2
 apiserver_request_total{code="200",component="apiserver",dry_run="",group="",resource="pods",scope="resource",subresource="",verb="GET",version="v1"} 500
-`, after)
+rest_client_requests_total{code="409",host="127.0.0.1:6443",method="PUT"} 4
+rest_client_requests_total{code="409",host="127.0.0.1:6443",method="POST"} 1
+rest_client_requests_total{code="200",host="127.0.0.1:6443",method="PUT"} 90
+`, "kube-controller-manager", after)
+	sumCounters(`rest_client_requests_total{code="409",host="127.0.0.1:6443",method="PUT"} 0
+`, "flock-apiserver", before)
+	sumCounters(`rest_client_requests_total{code="409",host="127.0.0.1:6443",method="PUT"} 1
+`, "flock-apiserver", after)
 	before[cpuKey+"etcd"], after[cpuKey+"etcd"] = 100, 100+3*clockTicks
 	got := pvDiff(before, after, 6*time.Second, 2)
 	want := map[string]float64{pvSynced: 100, pvSyncMean: 30, pvBusy: 0.5, pvWaitMean: 100, pvWrites: 100, pvWriteMean: 20, cpuRow("etcd"): 0.5,
-		writesRow("POST pods"): 5, writesRow("POST pods (409)"): 1, writesRow("PUT persistentvolumes/status"): 4, writesRow("PUT poddisruptionbudgets.policy/status"): 1, writesTotal: 11}
+		writesRow("POST pods"): 5, writesRow("POST pods (409)"): 1, writesRow("PUT persistentvolumes/status"): 4, writesRow("PUT poddisruptionbudgets.policy/status"): 1, writesTotal: 11,
+		conflictsRow("kube-controller-manager"): 1, conflictsRow("flock-apiserver"): 0.5}
 	for k, w := range want {
 		if math.Abs(got[k]-w) > 1e-9 {
-			t.Errorf("%s = %v, want %v (the claims queue, other subresources, dry runs and reads left out)", k, got[k], w)
+			t.Errorf("%s = %v, want %v (the claims queue, other subresources, dry runs, reads and other codes left out)", k, got[k], w)
 		}
 	}
 	if len(got) != len(want) {
