@@ -98,7 +98,9 @@ func sumCounters(text, source string, out pvSums) {
 			continue
 		}
 		if name == "apiserver_request_total" {
-			if key := writeKey(rest[:i]); key != "" {
+			// kube-apiserver's own: flock-apiserver's count the
+			// Flock API's requests, not writes to the core cluster.
+			if key := writeKey(rest[:i]); key != "" && source == "kube-apiserver" {
 				out[key] += v
 			}
 			continue
@@ -235,7 +237,9 @@ const writesTotal = "writes per member to kube-apiserver, all"
 
 // conflictsRow is the row of process who's requests refused with a
 // conflict (409), per member over a run.
-func conflictsRow(who string) string { return "conflicts (409) per member, requests of " + who }
+func conflictsRow(who string) string { return conflictsRowPrefix + who }
+
+const conflictsRowPrefix = "conflicts (409) per member, requests of "
 
 // cpuRow is the row of the CPU process name used over a run.
 func cpuRow(name string) string { return "CPU of " + name + ", cores" }
@@ -245,7 +249,7 @@ func (p *pvControllerRows) result() []row {
 	// 0 in the median of that kind's runs, or a write one run in eight
 	// made would show as if every run made it.
 	for name, r := range p.rows {
-		if !strings.HasPrefix(name, "writes per member: ") {
+		if !strings.HasPrefix(name, "writes per member: ") && !strings.HasPrefix(name, conflictsRowPrefix) {
 			continue
 		}
 		for kind, xs := range r.Samples {
@@ -256,7 +260,7 @@ func (p *pvControllerRows) result() []row {
 		}
 	}
 	names := slices.Clone(pvRows)
-	for _, prefix := range []string{"CPU of ", writesTotal, "writes per member: "} {
+	for _, prefix := range []string{"CPU of ", writesTotal, "writes per member: ", conflictsRowPrefix} {
 		for _, n := range slices.Sorted(maps.Keys(p.rows)) {
 			if strings.HasPrefix(n, prefix) {
 				names = append(names, n)

@@ -22,7 +22,7 @@ apiserver_request_total{code="201",component="apiserver",dry_run="",group="",res
 apiserver_request_total{code="201",component="apiserver",dry_run="All",group="",resource="pods",scope="resource",subresource="",verb="POST",version="v1"} 7
 rest_client_requests_total{code="409",host="127.0.0.1:6443",method="PUT"} 3
 rest_client_requests_total{code="200",host="127.0.0.1:6443",method="PUT"} 40
-`, "kube-controller-manager", before)
+`, "kube-apiserver", before)
 	sumCounters(`workqueue_work_duration_seconds_sum{name="volumes"} 4
 workqueue_work_duration_seconds_count{name="volumes"} 110
 workqueue_queue_duration_seconds_sum{name="volumes"} 12
@@ -38,19 +38,21 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="",res
 rest_client_requests_total{code="409",host="127.0.0.1:6443",method="PUT"} 4
 rest_client_requests_total{code="409",host="127.0.0.1:6443",method="POST"} 1
 rest_client_requests_total{code="200",host="127.0.0.1:6443",method="PUT"} 90
-`, "kube-controller-manager", after)
+`, "kube-apiserver", after)
 	sumCounters(`rest_client_requests_total{code="409",host="127.0.0.1:6443",method="PUT"} 0
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="flock.dev",resource="flocks",scope="resource",subresource="",verb="POST",version="v1alpha1"} 1
 `, "flock-apiserver", before)
 	sumCounters(`rest_client_requests_total{code="409",host="127.0.0.1:6443",method="PUT"} 1
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="flock.dev",resource="flocks",scope="resource",subresource="",verb="POST",version="v1alpha1"} 2
 `, "flock-apiserver", after)
 	before[cpuKey+"etcd"], after[cpuKey+"etcd"] = 100, 100+3*clockTicks
 	got := pvDiff(before, after, 6*time.Second, 2)
 	want := map[string]float64{pvSynced: 100, pvSyncMean: 30, pvBusy: 0.5, pvWaitMean: 100, pvWrites: 100, pvWriteMean: 20, cpuRow("etcd"): 0.5,
 		writesRow("POST pods"): 5, writesRow("POST pods (409)"): 1, writesRow("PUT persistentvolumes/status"): 4, writesRow("PUT poddisruptionbudgets.policy/status"): 1, writesTotal: 11,
-		conflictsRow("kube-controller-manager"): 1, conflictsRow("flock-apiserver"): 0.5}
+		conflictsRow("kube-apiserver"): 1, conflictsRow("flock-apiserver"): 0.5}
 	for k, w := range want {
 		if math.Abs(got[k]-w) > 1e-9 {
-			t.Errorf("%s = %v, want %v (the claims queue, other subresources, dry runs, reads and other codes left out)", k, got[k], w)
+			t.Errorf("%s = %v, want %v (the claims queue, other subresources, dry runs, reads, other codes and flock-apiserver's own requests left out)", k, got[k], w)
 		}
 	}
 	if len(got) != len(want) {
@@ -70,25 +72,27 @@ func TestKubeProfilePath(t *testing.T) {
 }
 
 func TestPVControllerRowsCountAWriteARunDidNotMakeAsZero(t *testing.T) {
-	rows := newPVControllerRows("2 members")
-	conflict := writesRow("POST pods (409)")
-	rows.add(tFlock, map[string]float64{writesTotal: 30, conflict: 0.5})
-	rows.add(tFlock, map[string]float64{writesTotal: 31})
-	rows.add(tFlock, map[string]float64{writesTotal: 32})
-	rows.add(tSTS, map[string]float64{writesTotal: 15})
-	var got *row
-	for _, r := range rows.result() {
-		if strings.HasSuffix(r.Case, ": "+conflict) {
-			got = &r
+	// The same for a process's requests refused with a conflict.
+	for _, conflict := range []string{writesRow("POST pods (409)"), conflictsRow("flock-apiserver")} {
+		rows := newPVControllerRows("2 members")
+		rows.add(tFlock, map[string]float64{writesTotal: 30, conflict: 0.5})
+		rows.add(tFlock, map[string]float64{writesTotal: 31})
+		rows.add(tFlock, map[string]float64{writesTotal: 32})
+		rows.add(tSTS, map[string]float64{writesTotal: 15})
+		var got *row
+		for _, r := range rows.result() {
+			if strings.HasSuffix(r.Case, ": "+conflict) {
+				got = &r
+			}
 		}
-	}
-	if got == nil {
-		t.Fatalf("no row %q", conflict)
-	}
-	if xs := got.Samples[tFlock]; len(xs) != 3 || got.Values[tFlock] != 0 {
-		t.Errorf("Flock's samples %v and median %v, want 3 samples (0.5, 0, 0) and median 0", xs, got.Values[tFlock])
-	}
-	if _, ok := got.Values[tSTS]; ok {
-		t.Errorf("the StatefulSet, which never made the write, has a value %v; want none (shown as -)", got.Values[tSTS])
+		if got == nil {
+			t.Fatalf("no row %q", conflict)
+		}
+		if xs := got.Samples[tFlock]; len(xs) != 3 || got.Values[tFlock] != 0 {
+			t.Errorf("%s: Flock's samples %v and median %v, want 3 samples (0.5, 0, 0) and median 0", conflict, xs, got.Values[tFlock])
+		}
+		if _, ok := got.Values[tSTS]; ok {
+			t.Errorf("%s: the StatefulSet, which never made the write, has a value %v; want none (shown as -)", conflict, got.Values[tSTS])
+		}
 	}
 }
