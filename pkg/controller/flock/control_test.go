@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	clienttesting "k8s.io/client-go/testing"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
@@ -235,6 +236,79 @@ func TestParallelMembersAreWrittenAtOnce(t *testing.T) {
 		}
 	}
 	f.check()
+}
+
+// namespaceTerminatingError is kube-apiserver's refusal of a create in a
+// namespace being deleted (the NamespaceLifecycle admission plugin's).
+func namespaceTerminatingError(resource, name string) error {
+	err := apierrors.NewForbidden(schema.GroupResource{Resource: resource}, name,
+		fmt.Errorf("unable to create new content in namespace %s because it is being terminated", testNamespace))
+	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
+		Type: corev1.NamespaceTerminatingCause, Field: "metadata.namespace",
+		Message: fmt.Sprintf("namespace %s is being terminated", testNamespace),
+	})
+	return err
+}
+
+// TestNamespaceBeingDeletedIsNotRetried: creates refused because the
+// Flock's namespace is being deleted end the sync without an error (no
+// rate-limited retries, no error logged) and without FailedCreate events, as
+// the built-in controllers do; any other failure among them is still an
+// error.
+func TestNamespaceBeingDeletedIsNotRetried(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c")
+	fl := newFlock("pg", 3)
+	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	f.createFlock(fl)
+	f.mustSync("pg")
+	// Scaled to 0 and back, the members' data is there: the sync's only
+	// creates are the member pods.
+	f.scale("pg", 0)
+	f.settle("pg")
+	f.events()
+	f.scale("pg", 3)
+	f.members.failNext("CreatePod", 3, namespaceTerminatingError("pods", "pg-0"))
+	if err := f.sync("pg"); err != nil {
+		t.Fatalf("sync in a namespace being deleted: %v, want no error", err)
+	}
+	if got := f.podNames(); len(got) != 0 {
+		t.Fatalf("pods = %v, want none (every create refused)", got)
+	}
+	if events := f.events(); hasEvent(events, "Warning FailedCreate") {
+		t.Errorf("FailedCreate event for a create refused in a namespace being deleted: %v", events)
+	}
+
+	// Another refusal among them is reported, with its event.
+	f.members.failNext("CreatePod", 1, apierrors.NewInternalError(errors.New("boom")))
+	if err := f.sync("pg"); err == nil || namespaceTerminating(err) {
+		t.Fatalf("sync with an internal error among the creates: %v, want that error", err)
+	}
+	if events := f.events(); !hasEvent(events, "Warning FailedCreate", "boom") {
+		t.Errorf("no FailedCreate event for the internal error: %v", events)
+	}
+}
+
+func TestNamespaceTerminating(t *testing.T) {
+	terminating := namespaceTerminatingError("pods", "pg-0")
+	other := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "pg-0", errors.New("quota"))
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"nil", nil, false},
+		{"the refusal", terminating, true},
+		{"wrapped", fmt.Errorf("creating pod: %w", terminating), true},
+		{"joined", errors.Join(terminating, fmt.Errorf("creating claim: %w", terminating)), true},
+		{"aggregated", utilerrors.NewAggregate([]error{terminating, errors.Join(terminating)}), true},
+		{"another forbidden", other, false},
+		{"mixed", utilerrors.NewAggregate([]error{terminating, other}), false},
+		{"empty aggregate", errors.Join(), false},
+	} {
+		if got := namespaceTerminating(tc.err); got != tc.want {
+			t.Errorf("%s: namespaceTerminating(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
 }
 
 func TestParallelCreatesAllMembersAtOnce(t *testing.T) {

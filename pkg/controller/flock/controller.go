@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	appsinformers "k8s.io/client-go/informers/apps/v1"
@@ -334,7 +335,41 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	if result.RequeueAfter > 0 {
 		c.workQueue().AddAfter(key, result.RequeueAfter)
 	}
+	if err != nil && namespaceTerminating(err) {
+		// Every write the sync could not make was refused because the
+		// Flock's namespace is being deleted: retrying cannot help, and
+		// the namespace's deletion takes the Flock with it. The next
+		// event brings the next sync, as the built-in controllers do.
+		logger.V(2).Info("Flock's namespace is being deleted; its writes are refused", "flock", klog.KObj(f), "err", err)
+		return nil
+	}
 	return err
+}
+
+// namespaceTerminating reports whether err, and every error it joins or
+// aggregates, is kube-apiserver refusing a create because the namespace is
+// being deleted.
+func namespaceTerminating(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch e := err.(type) {
+	case utilerrors.Aggregate:
+		return allErrors(e.Errors(), namespaceTerminating)
+	case interface{ Unwrap() []error }:
+		return allErrors(e.Unwrap(), namespaceTerminating)
+	}
+	return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
+}
+
+// allErrors reports whether errs is not empty and ok holds for each.
+func allErrors(errs []error, ok func(error) bool) bool {
+	for _, e := range errs {
+		if !ok(e) {
+			return false
+		}
+	}
+	return len(errs) > 0
 }
 
 // candidatePods returns the pods the Flock controls and the orphans in its

@@ -159,7 +159,11 @@ func (c *DisruptionBudgetController) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
-	if err := c.sync(ctx, key); err != nil {
+	if err := c.sync(ctx, key); err != nil && namespaceTerminating(err) {
+		// The namespace's deletion takes the Flock with it (see
+		// Controller.sync).
+		klog.FromContext(ctx).V(2).Info("Flock's namespace is being deleted; its budget is not made", "flock", key)
+	} else if err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Syncing the disruption budget of a Flock failed", "flock", key)
 		c.queue.AddRateLimited(key)
 		return true
@@ -196,7 +200,9 @@ func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error
 			return nil
 		}
 		if _, err := c.kubeClient.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
-			c.recorder.Eventf(flockRef(f), corev1.EventTypeWarning, "FailedCreate", "create PodDisruptionBudget %s failed: %v", name, err)
+			if !namespaceTerminating(err) {
+				c.recorder.Eventf(flockRef(f), corev1.EventTypeWarning, "FailedCreate", "create PodDisruptionBudget %s failed: %v", name, err)
+			}
 			return err
 		}
 		logger.V(2).Info("Created PodDisruptionBudget", "flock", klog.KObj(f), "minAvailable", want.Spec.MinAvailable.String())

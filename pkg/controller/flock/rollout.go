@@ -85,7 +85,9 @@ func (fc *defaultFlockControl) syncRevisions(ctx context.Context, f *v1alpha1.Fl
 				// The cache is behind, or the name is someone else's; the
 				// revision's event brings us back.
 			default:
-				fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create ControllerRevision %s failed: %v", cr.Name, err)
+				if !namespaceTerminating(err) {
+					fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create ControllerRevision %s failed: %v", cr.Name, err)
+				}
 				errs = append(errs, fmt.Errorf("creating ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err))
 			}
 		case updateCR.Revision < newest:
