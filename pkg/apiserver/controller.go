@@ -12,6 +12,7 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -50,7 +52,10 @@ type embeddedController struct {
 	config     ControllerConfig
 	controller *flockcontroller.Controller
 	// budgets keeps every Flock's PodDisruptionBudget.
-	budgets    *flockcontroller.DisruptionBudgetController
+	budgets *flockcontroller.DisruptionBudgetController
+	// retries asks a kubelet to sync a member pod again when the node
+	// authorizer refused it the pod's claim.
+	retries    *flockcontroller.KubeletRetryController
 	kubeClient kubernetes.Interface
 	// leaseClient, not fenced, keeps the leader election lease and records
 	// events.
@@ -144,7 +149,17 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 	if err != nil {
 		return nil, err
 	}
-	return &embeddedController{config: cfg, controller: c, budgets: budgets, kubeClient: kubeClient, leaseClient: leaseClient, fence: fence, informers: kubeFactory, recorder: recorder, broadcast: broadcast}, nil
+	// Only kubelet's FailedMount events on pods: few, and only those.
+	events := kubeFactory.InformerFor(&corev1.Event{}, func(client kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredEventInformer(client, metav1.NamespaceAll, 0, cache.Indexers{}, func(o *metav1.ListOptions) {
+			o.FieldSelector = flockcontroller.KubeletRetryEventSelector
+		})
+	})
+	retries, err := flockcontroller.NewKubeletRetryController(ctx, kubeClient, events, kubeFactory.Core().V1().Pods(), recorder)
+	if err != nil {
+		return nil, err
+	}
+	return &embeddedController{config: cfg, controller: c, budgets: budgets, retries: retries, kubeClient: kubeClient, leaseClient: leaseClient, fence: fence, informers: kubeFactory, recorder: recorder, broadcast: broadcast}, nil
 }
 
 // newEventBroadcaster is the controllers' event broadcaster, with
@@ -215,6 +230,7 @@ func (e *embeddedController) start(hookCtx genericapiserver.PostStartHookContext
 		}
 		go flockcontroller.EnsureLocalStorageClass(ctx, e.kubeClient)
 		go e.budgets.Run(ctx, 1)
+		go e.retries.Run(ctx)
 		e.controller.Run(ctx, e.config.Options.Workers)
 	}
 	le := e.config.LeaderElection

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -71,7 +72,7 @@ type DisruptionBudgetController struct {
 	flockLister flocklisters.FlockLister
 	pdbLister   policylisters.PodDisruptionBudgetLister
 	recorder    record.EventRecorder
-	queue       workqueue.TypedRateLimitingInterface[string]
+	queue       *termQueue
 	synced      []cache.InformerSynced
 }
 
@@ -86,14 +87,11 @@ func NewDisruptionBudgetController(ctx context.Context, kubeClient kubernetes.In
 		flockLister: flockInformer.Lister(),
 		pdbLister:   pdbInformer.Lister(),
 		recorder:    recorder,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[string](),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "flock-disruption-budget"},
-		),
+		queue:       newTermQueue("flock-disruption-budget"),
 	}
 	enqueueFlock := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			c.queue.Add(key)
+			c.queue.add(key)
 		}
 	}
 	enqueueOwner := func(obj any) {
@@ -105,11 +103,11 @@ func NewDisruptionBudgetController(ctx context.Context, kubeClient kubernetes.In
 			return
 		}
 		if ref := metav1.GetControllerOfNoCopy(pdb); ref != nil && isFlockRef(ref) {
-			c.queue.Add(pdb.Namespace + "/" + ref.Name)
+			c.queue.add(pdb.Namespace + "/" + ref.Name)
 		} else if name := pdb.Labels[v1alpha1.LabelFlockName]; name != "" {
 			// A budget of a Flock's name that the Flock does not own: its
 			// Flock reports the conflict.
-			c.queue.Add(pdb.Namespace + "/" + name)
+			c.queue.add(pdb.Namespace + "/" + name)
 		}
 	}
 	for _, h := range []struct {
@@ -133,42 +131,47 @@ func NewDisruptionBudgetController(ctx context.Context, kubeClient kubernetes.In
 	return c, nil
 }
 
-// Run syncs budgets with workers goroutines until ctx ends.
+// Run syncs budgets with workers goroutines until ctx ends: one leadership
+// term. A later term syncs every Flock's budget again.
 func (c *DisruptionBudgetController) Run(ctx context.Context, workers int) {
 	defer utilruntime.HandleCrash()
-	defer c.queue.ShutDown()
+	q := c.queue.newTerm(func(add func(string)) {
+		flocks, _ := c.flockLister.List(labels.Everything())
+		for _, f := range flocks {
+			add(cache.MetaObjectToName(f).String())
+		}
+	})
+	defer q.ShutDown()
 	logger := klog.FromContext(ctx)
 	if !cache.WaitForNamedCacheSync("flock-disruption-budget", ctx.Done(), c.synced...) {
 		return
 	}
 	logger.Info("Starting the Flock disruption budget controller", "workers", workers)
 	for range max(workers, 1) {
-		go wait.UntilWithContext(ctx, c.worker, time.Second)
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			for c.processNext(ctx, q) {
+			}
+		}, time.Second)
 	}
 	<-ctx.Done()
 }
 
-func (c *DisruptionBudgetController) worker(ctx context.Context) {
-	for c.processNext(ctx) {
-	}
-}
-
-func (c *DisruptionBudgetController) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
+func (c *DisruptionBudgetController) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) bool {
+	key, quit := q.Get()
 	if quit {
 		return false
 	}
-	defer c.queue.Done(key)
+	defer q.Done(key)
 	if err := c.sync(ctx, key); err != nil && namespaceTerminating(err) {
 		// The namespace's deletion takes the Flock with it (see
 		// Controller.sync).
 		klog.FromContext(ctx).V(2).Info("Flock's namespace is being deleted; its budget is not made", "flock", key)
 	} else if err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Syncing the disruption budget of a Flock failed", "flock", key)
-		c.queue.AddRateLimited(key)
+		q.AddRateLimited(key)
 		return true
 	}
-	c.queue.Forget(key)
+	q.Forget(key)
 	return true
 }
 

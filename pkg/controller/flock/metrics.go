@@ -47,6 +47,13 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 
+	kubeletRetries = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "kubelet_retries_total",
+		Help:           "Number of times a kubelet was asked to sync a member pod again after the node authorizer refused it the pod's claim (kubelet_retry.go).",
+		StabilityLevel: metrics.ALPHA,
+	})
+
 	// totals holds each Flock's last member counts so that the
 	// flock_controller_members totals can be adjusted by difference.
 	totals = newMemberTotals()
@@ -58,7 +65,7 @@ var registerOnce sync.Once
 // registry, once per process.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(syncTotal, syncDuration, membersByState, flocksTracked)
+		legacyregistry.MustRegister(syncTotal, syncDuration, membersByState, flocksTracked, kubeletRetries)
 	})
 }
 
