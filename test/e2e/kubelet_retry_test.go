@@ -45,7 +45,7 @@ func TestKubeletRetryOnNodeAuthorizerRefusal(t *testing.T) {
 		Count:          1,
 		FirstTimestamp: metav1.Now(),
 		LastTimestamp:  metav1.Now(),
-		Message: fmt.Sprintf(`Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], failed to process volumes=[data]: error processing PVC %[1]s/data-refused-0: failed to fetch PVC from API server: persistentvolumeclaims "data-refused-0" is forbidden: User "system:node:kwok-node-0" cannot get resource "persistentvolumeclaims" in API group "" in the namespace "%[1]s": node: no relationship found between node 'kwok-node-0' and this object`, ns),
+		Message:        fmt.Sprintf(`Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[], failed to process volumes=[data]: error processing PVC %[1]s/data-refused-0: failed to fetch PVC from API server: persistentvolumeclaims "data-refused-0" is forbidden: User "system:node:kwok-node-0" cannot get resource "persistentvolumeclaims" in API group "" in the namespace "%[1]s": node: no relationship found between node 'kwok-node-0' and this object`, ns),
 	}
 	if _, err := env.Kube.CoreV1().Events(ns).Create(ctxFor(t), ev, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

@@ -24,7 +24,7 @@ import (
 // authorizer refused it the pod's claim.
 func kubeletRefusal(pod *corev1.Pod, name string) *corev1.Event {
 	return &corev1.Event{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pod.Namespace},
+		ObjectMeta:     metav1.ObjectMeta{Name: name, Namespace: pod.Namespace},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, APIVersion: "v1"},
 		Reason:         "FailedMount",
 		Type:           corev1.EventTypeWarning,
