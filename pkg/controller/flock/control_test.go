@@ -256,11 +256,7 @@ func namespaceTerminatingError(resource, name string) error {
 // the built-in controllers do; any other failure among them is still an
 // error.
 func TestNamespaceBeingDeletedIsNotRetried(t *testing.T) {
-	f := newFixture(t, "n-a", "n-b", "n-c")
-	fl := newFlock("pg", 3)
-	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
-	f.createFlock(fl)
-	f.mustSync("pg")
+	f := newParallelFixture(t)
 	// Scaled to 0 and back, the members' data is there: the sync's only
 	// creates are the member pods.
 	f.scale("pg", 0)
@@ -311,12 +307,19 @@ func TestNamespaceTerminating(t *testing.T) {
 	}
 }
 
-func TestParallelCreatesAllMembersAtOnce(t *testing.T) {
+// newParallelFixture is a fixture of three nodes with a Parallel Flock pg
+// of 3 members, synced once.
+func newParallelFixture(t *testing.T) *fixture {
 	f := newFixture(t, "n-a", "n-b", "n-c")
 	fl := newFlock("pg", 3)
 	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
 	f.createFlock(fl)
 	f.mustSync("pg")
+	return f
+}
+
+func TestParallelCreatesAllMembersAtOnce(t *testing.T) {
+	f := newParallelFixture(t)
 	if got := f.podNames(); !slices.Equal(got, []string{"pg-0", "pg-1", "pg-2"}) {
 		t.Fatalf("pods = %v", got)
 	}

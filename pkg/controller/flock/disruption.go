@@ -10,7 +10,6 @@ package flock
 import (
 	"context"
 	"fmt"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -20,13 +19,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	policyinformers "k8s.io/client-go/informers/policy/v1"
 	"k8s.io/client-go/kubernetes"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
@@ -147,32 +144,7 @@ func (c *DisruptionBudgetController) Run(ctx context.Context, workers int) {
 		return
 	}
 	logger.Info("Starting the Flock disruption budget controller", "workers", workers)
-	for range max(workers, 1) {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			for c.processNext(ctx, q) {
-			}
-		}, time.Second)
-	}
-	<-ctx.Done()
-}
-
-func (c *DisruptionBudgetController) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) bool {
-	key, quit := q.Get()
-	if quit {
-		return false
-	}
-	defer q.Done(key)
-	if err := c.sync(ctx, key); err != nil && namespaceTerminating(err) {
-		// The namespace's deletion takes the Flock with it (see
-		// Controller.sync).
-		klog.FromContext(ctx).V(2).Info("Flock's namespace is being deleted; its budget is not made", "flock", key)
-	} else if err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Syncing the disruption budget of a Flock failed", "flock", key)
-		q.AddRateLimited(key)
-		return true
-	}
-	q.Forget(key)
-	return true
+	work(ctx, q, workers, c.sync, "Syncing the disruption budget of a Flock failed")
 }
 
 // sync makes the budget of Flock key what NewPodDisruptionBudget says. A

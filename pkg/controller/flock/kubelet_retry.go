@@ -20,20 +20,17 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 )
 
@@ -157,26 +154,7 @@ func (c *KubeletRetryController) Run(ctx context.Context) {
 		return
 	}
 	klog.FromContext(ctx).Info("Starting the Flock kubelet retry controller")
-	go wait.UntilWithContext(ctx, func(ctx context.Context) {
-		for c.processNext(ctx, q) {
-		}
-	}, time.Second)
-	<-ctx.Done()
-}
-
-func (c *KubeletRetryController) processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string]) bool {
-	key, quit := q.Get()
-	if quit {
-		return false
-	}
-	defer q.Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Asking kubelet to sync a member pod again failed", "pod", key)
-		q.AddRateLimited(key)
-		return true
-	}
-	q.Forget(key)
-	return true
+	work(ctx, q, 1, c.sync, "Asking kubelet to sync a member pod again failed")
 }
 
 // sync asks kubelet to sync pod key (namespace/name/uid/node) again, when it is

@@ -8,9 +8,14 @@
 package flock
 
 import (
+	"context"
 	"sync"
+	"time"
 
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 )
 
 // termQueue is the current term's rate-limited queue of keys.
@@ -57,4 +62,37 @@ func (t *termQueue) newTerm(refill func(add func(string))) workqueue.TypedRateLi
 	t.mu.Unlock()
 	refill(q.Add)
 	return q
+}
+
+// work runs workers goroutines that sync the keys of q, a term's queue,
+// until ctx ends. A key whose sync fails is retried with backoff and the
+// error logged as failed, unless every write the sync could not make was
+// refused because the namespace is being deleted (see Controller.sync).
+func work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], workers int, sync func(context.Context, string) error, failed string) {
+	for range max(workers, 1) {
+		go wait.UntilWithContext(ctx, func(ctx context.Context) {
+			for processNext(ctx, q, sync, failed) {
+			}
+		}, time.Second)
+	}
+	<-ctx.Done()
+}
+
+func processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error, failed string) bool {
+	key, quit := q.Get()
+	if quit {
+		return false
+	}
+	defer q.Done(key)
+	err := sync(ctx, key)
+	switch {
+	case err != nil && namespaceTerminating(err):
+		klog.FromContext(ctx).V(2).Info("Namespace is being deleted; its writes are refused", "key", key, "err", err)
+	case err != nil:
+		utilruntime.HandleErrorWithContext(ctx, err, failed, "key", key)
+		q.AddRateLimited(key)
+		return true
+	}
+	q.Forget(key)
+	return true
 }
