@@ -107,8 +107,12 @@ func newController(ctx context.Context, control FlockControl, flockInformer floc
 		podIndexer:    podInformer.Informer().GetIndexer(),
 		serviceLister: serviceInformer.Lister(),
 		marks:         marks,
-		queue:         newWorkQueue(marks),
-		clock:         clk,
+		queue: newTermQueue(func() workqueue.TypedRateLimitingInterface[string] {
+			// A new term's queue: the marks of the last term's keys go.
+			marks.clear()
+			return newWorkQueue(marks)
+		}),
+		clock: clk,
 	}
 
 	// A control that remembers its own writes of Flocks hears what the
@@ -282,18 +286,7 @@ func (c *Controller) worker(ctx context.Context) {
 }
 
 func (c *Controller) processNextWorkItem(ctx context.Context) bool {
-	key, quit := c.workQueue().Get()
-	if quit {
-		return false
-	}
-	defer c.workQueue().Done(key)
-	if err := c.sync(ctx, key); err != nil {
-		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing Flock, requeuing", "key", key)
-		c.workQueue().AddRateLimited(key)
-		return true
-	}
-	c.workQueue().Forget(key)
-	return true
+	return processNext(ctx, c.workQueue(), c.sync, "Error syncing Flock, requeuing")
 }
 
 // sync syncs the Flock with the given key.

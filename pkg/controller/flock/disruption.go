@@ -84,7 +84,7 @@ func NewDisruptionBudgetController(ctx context.Context, kubeClient kubernetes.In
 		flockLister: flockInformer.Lister(),
 		pdbLister:   pdbInformer.Lister(),
 		recorder:    recorder,
-		queue:       newTermQueue("flock-disruption-budget"),
+		queue:       newNamedTermQueue("flock-disruption-budget"),
 	}
 	enqueueFlock := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {

@@ -88,7 +88,7 @@ func NewKubeletRetryController(ctx context.Context, kubeClient kubernetes.Interf
 		kubeClient: kubeClient,
 		podLister:  pods.Lister(),
 		recorder:   recorder,
-		queue:      newTermQueue("flock-kubelet-retry"),
+		queue:      newNamedTermQueue("flock-kubelet-retry"),
 		events:     events.GetStore(),
 		retried:    map[types.UID]int{},
 	}

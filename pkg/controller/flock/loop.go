@@ -4,7 +4,6 @@
 package flock
 
 import (
-	"sync"
 
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -33,20 +32,14 @@ type Controller struct {
 	// marks are the keys whose next sync goes before catch-up work (new
 	// and changed Flocks), kept across terms.
 	marks *precedenceMarks
-	// mu guards queue and terms.
-	mu sync.Mutex
 	// queue is the current term's workqueue: Run shuts it down when its
 	// term ends, and a later Run (a new leadership term) starts a new one.
-	queue workqueue.TypedRateLimitingInterface[string]
-	// terms counts the Runs started.
-	terms int
+	queue *termQueue
 }
 
 // workQueue returns the current term's workqueue.
 func (c *Controller) workQueue() workqueue.TypedRateLimitingInterface[string] {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.queue
+	return c.queue.current()
 }
 
 // newTerm prepares a Run: the first uses the queue the event handlers
@@ -54,21 +47,12 @@ func (c *Controller) workQueue() workqueue.TypedRateLimitingInterface[string] {
 // starts a fresh queue, as the last one was shut down, and enqueues every
 // Flock, since events in between were dropped.
 func (c *Controller) newTerm() workqueue.TypedRateLimitingInterface[string] {
-	c.mu.Lock()
-	c.terms++
-	if c.terms == 1 {
-		defer c.mu.Unlock()
-		return c.queue
-	}
-	c.marks.clear()
-	q := newWorkQueue(c.marks)
-	c.queue = q
-	c.mu.Unlock()
-	flocks, _ := c.flockLister.List(labels.Everything())
-	for _, f := range flocks {
-		q.Add(cache.MetaObjectToName(f).String())
-	}
-	return q
+	return c.queue.newTerm(func(add func(string)) {
+		flocks, _ := c.flockLister.List(labels.Everything())
+		for _, f := range flocks {
+			add(cache.MetaObjectToName(f).String())
+		}
+	})
 }
 
 // podControllerUIDIndex indexes pods by the UID of their Flock controller,

@@ -1,9 +1,8 @@
-// File term_queue.go: the work queue of a small controller that runs beside the
-// member loop under leader election, one leadership term at a time (the
-// disruption budgets, the kubelet retries). Run shuts its queue down when its
-// term ends; a later term starts a fresh one, as the member loop does
-// (loop.go's newTerm), or its workers would find the last term's queue shut
-// down and never sync again.
+// File term_queue.go: the work queue of a controller that runs under leader
+// election, one leadership term at a time (the member loop, the disruption
+// budgets, the kubelet retries). Run shuts its queue down when its term ends;
+// a later term starts a fresh one, or its workers would find the last term's
+// queue shut down and never sync again.
 
 package flock
 
@@ -20,14 +19,21 @@ import (
 
 // termQueue is the current term's rate-limited queue of keys.
 type termQueue struct {
-	name  string
-	mu    sync.Mutex
-	q     workqueue.TypedRateLimitingInterface[string]
-	terms int
+	newQueue func() workqueue.TypedRateLimitingInterface[string]
+	mu       sync.Mutex
+	q        workqueue.TypedRateLimitingInterface[string]
+	terms    int
 }
 
-func newTermQueue(name string) *termQueue {
-	return &termQueue{name: name, q: newNamedQueue(name)}
+// newTermQueue returns a termQueue whose terms' queues newQueue makes.
+func newTermQueue(newQueue func() workqueue.TypedRateLimitingInterface[string]) *termQueue {
+	return &termQueue{newQueue: newQueue, q: newQueue()}
+}
+
+// newNamedTermQueue returns a termQueue of plain rate-limited queues named
+// name.
+func newNamedTermQueue(name string) *termQueue {
+	return newTermQueue(func() workqueue.TypedRateLimitingInterface[string] { return newNamedQueue(name) })
 }
 
 func newNamedQueue(name string) workqueue.TypedRateLimitingInterface[string] {
@@ -37,15 +43,17 @@ func newNamedQueue(name string) workqueue.TypedRateLimitingInterface[string] {
 	)
 }
 
+// current returns the current term's queue.
+func (t *termQueue) current() workqueue.TypedRateLimitingInterface[string] {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.q
+}
+
 // add adds key to the current term's queue (an event handler's call; in
 // between terms the key waits in the shut-down queue and is lost, which the
 // next term's refill makes up for).
-func (t *termQueue) add(key string) {
-	t.mu.Lock()
-	q := t.q
-	t.mu.Unlock()
-	q.Add(key)
-}
+func (t *termQueue) add(key string) { t.current().Add(key) }
 
 // newTerm returns the queue of a term that starts: the first term's is the
 // queue filled since the controller was made; a later term's is a fresh
@@ -57,7 +65,7 @@ func (t *termQueue) newTerm(refill func(add func(string))) workqueue.TypedRateLi
 		defer t.mu.Unlock()
 		return t.q
 	}
-	q := newNamedQueue(t.name)
+	q := t.newQueue()
 	t.q = q
 	t.mu.Unlock()
 	refill(q.Add)
