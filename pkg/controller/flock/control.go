@@ -27,10 +27,10 @@ import (
 // Sync reconciles one Flock: the data-cleanup finalizer, placement (member
 // nodes are recorded in status before anything else) and recovery of
 // members on lost nodes, adoption/release of pods, planned member moves, the
-// recorded nodes of members that follow their volume, the template's
-// ControllerRevision, the Service, members' data and pods and the rolling
-// update, data cleanup, status, and last what waits for the status:
-// pruning revisions, dropping the finalizer.
+// recorded nodes of members that follow their volume, the update plan,
+// members' data and pods and the rolling update, the template's
+// ControllerRevision, the Service, data cleanup, status, and last what
+// waits for the status: pruning revisions, dropping the finalizer.
 func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods []*corev1.Pod, now time.Time) (Result, error) {
 	logger := klog.FromContext(ctx).WithValues("flock", klog.KObj(f))
 	ctx = klog.NewContext(ctx, logger)
@@ -124,8 +124,9 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		}
 	}
 
-	// 3. The template's revision.
-	plan, revisions, err := fc.syncRevisions(ctx, f, rm, podByOrdinal)
+	// 3. The template's revision; a new one is created after the members'
+	// writes (4), which do not need it.
+	plan, revisions, newRevision, err := fc.syncRevisions(ctx, f, rm, podByOrdinal)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -146,6 +147,9 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		if err := fc.rollingUpdate(ctx, s, plan, changed); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if revisions, err = fc.createRevision(ctx, f, newRevision, revisions); err != nil {
+		errs = append(errs, err)
 	}
 
 	// 5. The headless Service, after the members' writes, so that its

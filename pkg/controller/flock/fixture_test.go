@@ -268,6 +268,8 @@ type fakeRevisionControl struct {
 	revisions cache.Indexer
 	failures  map[string]*injector
 	nextUID   int
+	// beforeCreate, when set, runs at the start of CreateRevision.
+	beforeCreate func(cr *appsv1.ControllerRevision)
 }
 
 func (c *fakeRevisionControl) fail(op string) error {
@@ -291,6 +293,9 @@ func (c *fakeRevisionControl) ListRevisions(namespace, flockName string) ([]*app
 }
 
 func (c *fakeRevisionControl) CreateRevision(_ context.Context, cr *appsv1.ControllerRevision) error {
+	if c.beforeCreate != nil {
+		c.beforeCreate(cr)
+	}
 	if err := c.fail("CreateRevision"); err != nil {
 		return err
 	}

@@ -3,7 +3,10 @@ package flock
 import (
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
 
 func TestRevision(t *testing.T) {
@@ -27,5 +30,36 @@ func TestRevision(t *testing.T) {
 	// unchanged template, or every pod would look outdated after an upgrade.
 	if got, want := Revision(&corev1.PodTemplateSpec{}), "658c46c486"; got != want {
 		t.Fatalf("empty template revision = %q, want %q", got, want)
+	}
+}
+
+// A new Flock's first sync writes its members' data and pods before it
+// records its template's revision, which none of them needs: the revision's
+// round trip is not on the way to the members (issue 17). It is still
+// recorded in that sync.
+func TestNewFlocksRevisionComesAfterItsMembers(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b")
+	fl := newFlock("pg", 2)
+	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	var dataWrites, podWrites, creates int
+	f.history.beforeCreate = func(*appsv1.ControllerRevision) {
+		creates++
+		dataWrites, podWrites = len(f.data.ops), len(createOps(f.members.ops))
+	}
+	f.createFlock(fl)
+	f.mustSync("pg")
+	if creates != 1 {
+		t.Fatalf("%d revision creates in the first sync, want 1", creates)
+	}
+	if dataWrites == 0 || podWrites != 2 {
+		t.Errorf("when the revision was created: %d data writes and %d member pods created, want some and 2", dataWrites, podWrites)
+	}
+	if _, ok := f.history.get(testNamespace, RevisionName("pg", Revision(&fl.Spec.Template))); !ok {
+		t.Error("the revision was not recorded in the first sync")
+	}
+	for _, p := range f.allPods() {
+		if got := p.Labels[v1alpha1.LabelRevision]; got != Revision(&fl.Spec.Template) {
+			t.Errorf("pod %s has revision %q, want %q", p.Name, got, Revision(&fl.Spec.Template))
+		}
 	}
 }

@@ -21,12 +21,17 @@ import (
 )
 
 // syncRevisions records the Flock's template in a ControllerRevision
-// <flock>-<revision> (creating it, adopting an orphan of that name, or
-// renumbering it when an earlier template comes back) and returns the
-// update plan and the revisions the Flock controls. Failing to write a
-// revision does not stop the sync: pods are then created from the Flock's
-// template, and the error is returned so the sync is retried.
-func (fc *defaultFlockControl) syncRevisions(ctx context.Context, f *v1alpha1.Flock, rm *refManager, pods map[int32]*corev1.Pod) (updatePlan, []*appsv1.ControllerRevision, error) {
+// <flock>-<revision> (adopting an orphan of that name, or renumbering it
+// when an earlier template comes back) and returns the update plan, the
+// revisions the Flock controls and, when the template has no revision yet,
+// the one to create. The caller creates it (createRevision) after the
+// members' writes: the plan never needs it (a template is read back from
+// its revision only while it is the current one and not the update), so a
+// new Flock's first sync does not wait for that round trip before its
+// members' data (issue 17). Failing to write a revision does not stop the
+// sync: pods are then created from the Flock's template, and the error is
+// returned so the sync is retried.
+func (fc *defaultFlockControl) syncRevisions(ctx context.Context, f *v1alpha1.Flock, rm *refManager, pods map[int32]*corev1.Pod) (updatePlan, []*appsv1.ControllerRevision, *appsv1.ControllerRevision, error) {
 	logger := klog.FromContext(ctx)
 	update := Revision(&f.Spec.Template)
 	current := f.Status.CurrentRevision
@@ -38,7 +43,7 @@ func (fc *defaultFlockControl) syncRevisions(ctx context.Context, f *v1alpha1.Fl
 
 	list, err := fc.revisions.ListRevisions(f.Namespace, f.Name)
 	if err != nil {
-		return newUpdatePlan(f, pods, update, current, nil), nil, err
+		return newUpdatePlan(f, pods, update, current, nil), nil, nil, err
 	}
 	var own []*appsv1.ControllerRevision
 	for _, cr := range list {
@@ -64,6 +69,7 @@ func (fc *defaultFlockControl) syncRevisions(ctx context.Context, f *v1alpha1.Fl
 		}
 	}
 
+	var create *appsv1.ControllerRevision
 	if !deleting {
 		var newest int64
 		var updateCR *appsv1.ControllerRevision
@@ -75,21 +81,7 @@ func (fc *defaultFlockControl) syncRevisions(ctx context.Context, f *v1alpha1.Fl
 		}
 		switch {
 		case updateCR == nil:
-			cr := NewControllerRevision(f, &f.Spec.Template, update, newest+1)
-			err := fc.revisions.CreateRevision(ctx, cr)
-			switch {
-			case err == nil:
-				logger.V(2).Info("Recorded template revision", "revision", klog.KObj(cr), "number", cr.Revision)
-				own = append(own, cr)
-			case apierrors.IsAlreadyExists(err):
-				// The cache is behind, or the name is someone else's; the
-				// revision's event brings us back.
-			default:
-				if !namespaceTerminating(err) {
-					fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create ControllerRevision %s failed: %v", cr.Name, err)
-				}
-				errs = append(errs, fmt.Errorf("creating ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err))
-			}
+			create = NewControllerRevision(f, &f.Spec.Template, update, newest+1)
 		case updateCR.Revision < newest:
 			// An earlier template is back: it becomes the newest revision.
 			upd := updateCR.DeepCopy()
@@ -117,7 +109,30 @@ func (fc *defaultFlockControl) syncRevisions(ctx context.Context, f *v1alpha1.Fl
 			currentTemplate = tmpl
 		}
 	}
-	return newUpdatePlan(f, pods, update, current, currentTemplate), own, utilerrors.NewAggregate(errs)
+	return newUpdatePlan(f, pods, update, current, currentTemplate), own, create, utilerrors.NewAggregate(errs)
+}
+
+// createRevision creates cr, the revision syncRevisions found missing (nil:
+// none), and returns own with it added once created.
+func (fc *defaultFlockControl) createRevision(ctx context.Context, f *v1alpha1.Flock, cr *appsv1.ControllerRevision, own []*appsv1.ControllerRevision) ([]*appsv1.ControllerRevision, error) {
+	if cr == nil {
+		return own, nil
+	}
+	err := fc.revisions.CreateRevision(ctx, cr)
+	switch {
+	case err == nil:
+		klog.FromContext(ctx).V(2).Info("Recorded template revision", "revision", klog.KObj(cr), "number", cr.Revision)
+		return append(own, cr), nil
+	case apierrors.IsAlreadyExists(err):
+		// The cache is behind, or the name is someone else's; the
+		// revision's event brings us back.
+		return own, nil
+	default:
+		if !namespaceTerminating(err) {
+			fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create ControllerRevision %s failed: %v", cr.Name, err)
+		}
+		return own, fmt.Errorf("creating ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err)
+	}
 }
 
 // planRollingUpdate decides, under the RollingUpdate strategy, which pods
