@@ -29,7 +29,8 @@ type Controller struct {
 	clock  clock.Clock
 
 	// marks are the keys whose next sync goes before catch-up work (new
-	// and changed Flocks), kept across terms.
+	// and changed Flocks), shared by every term's queue and cleared when
+	// a new term's queue is made (it queues every Flock afresh).
 	marks *precedenceMarks
 	// queue is the current term's workqueue: Run shuts it down when its
 	// term ends, and a later Run (a new leadership term) starts a new one.
