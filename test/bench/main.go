@@ -100,6 +100,9 @@ type row struct {
 	// Unfinished says, by kind, why a readiness run has no sample (its
 	// members were not all Ready within -ready-timeout).
 	Unfinished map[string]string `json:"unfinished,omitempty"`
+	// Stuck says, for each unfinished run, what its members that were not
+	// Ready were waiting for (stuckReport).
+	Stuck []string `json:"stuck,omitempty"`
 }
 
 // results is what the JSON file holds.

@@ -269,6 +269,11 @@ func readyCases(ctx context.Context, c *cluster.Cluster) (readyOut, error) {
 					// pending pods do not load the next kinds' runs.
 					pods.Unfinished[kind] = notReady.Error()
 					fmt.Fprintf(os.Stderr, "bench-e2e: %s %s: %v\n", rc.name, kind, notReady)
+					stuck := k.stuckReport(ctx, kind, ns, notReady.want)
+					for _, line := range stuck {
+						fmt.Fprintf(os.Stderr, "bench-e2e:   %s\n", line)
+					}
+					pods.Stuck = append(pods.Stuck, kind+": "+strings.Join(stuck, " | "))
 					if err := endRun(ctx, c, kube, ns, volumes); err != nil {
 						return readyOut{}, err
 					}
