@@ -54,8 +54,9 @@ type embeddedController struct {
 	// budgets keeps every Flock's PodDisruptionBudget.
 	budgets *flockcontroller.DisruptionBudgetController
 	// retries asks a kubelet to sync a member pod again when the node
-	// authorizer refused it the pod's claim.
-	retries    *flockcontroller.KubeletRetryController
+	// authorizer refused it the pod's claim, and kube-scheduler to try one
+	// again when its cache was behind the pod's claim.
+	retries    *flockcontroller.PodRetryController
 	kubeClient kubernetes.Interface
 	// leaseClient, not fenced, keeps the leader election lease and records
 	// events.
@@ -155,7 +156,8 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 			o.FieldSelector = flockcontroller.KubeletRetryEventSelector
 		})
 	})
-	retries, err := flockcontroller.NewKubeletRetryController(ctx, kubeClient, events, kubeFactory.Core().V1().Pods(), recorder)
+	retries, err := flockcontroller.NewPodRetryController(ctx, kubeClient, events, kubeFactory.Core().V1().Pods(),
+		kubeFactory.Core().V1().PersistentVolumeClaims(), recorder)
 	if err != nil {
 		return nil, err
 	}

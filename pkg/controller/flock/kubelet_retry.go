@@ -10,7 +10,8 @@
 // the pod's labels or annotations makes kubelet sync it again at once, so a
 // small controller beside the member loop watches for that event on member
 // pods and annotates the pod (flock.dev/kubelet-retry), at most
-// maxKubeletRetries times per pod.
+// maxKubeletRetries times per pod. The same controller asks kube-scheduler
+// to try a member pod again (scheduler_retry.go).
 
 package flock
 
@@ -24,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -46,7 +48,7 @@ const (
 	ReasonKubeletRetried = "KubeletRetried"
 )
 
-// KubeletRetryEventSelector selects the events KubeletRetryController
+// KubeletRetryEventSelector selects the events PodRetryController
 // watches: kubelet's FailedMount events on pods.
 const KubeletRetryEventSelector = "reason=FailedMount,involvedObject.kind=Pod,source=kubelet"
 
@@ -60,37 +62,40 @@ func nodeAuthorizerRefusal(e *corev1.Event) bool {
 		strings.Contains(e.Message, "no relationship found between node")
 }
 
-// KubeletRetryController asks kubelet to sync a member pod again at once
-// when the node authorizer refused it the pod's claim (see the file's
-// comment).
-type KubeletRetryController struct {
-	kubeClient kubernetes.Interface
-	podLister  corelisters.PodLister
-	recorder   record.EventRecorder
-	// queue holds the pods to retry, as namespace/name/uid/node (the
-	// node of the kubelet that failed).
+// PodRetryController asks kubelet or kube-scheduler to try a member pod
+// again at once when either refused it for a reason that passed (see the
+// file's comment and scheduler_retry.go).
+type PodRetryController struct {
+	kubeClient  kubernetes.Interface
+	podLister   corelisters.PodLister
+	claimLister corelisters.PersistentVolumeClaimLister
+	recorder    record.EventRecorder
+	// queue holds the pods to retry: namespace/name/uid/node for kubelet
+	// (the node of the kubelet that failed), namespace/name/uid for
+	// kube-scheduler.
 	queue  *termQueue
 	events cache.Store
 	synced []cache.InformerSynced
 
-	mu sync.Mutex
-	// retried counts the retries asked of each pod, by UID, until the pod
-	// is deleted (the pod cache drops annotations).
-	retried map[types.UID]int
+	// kubelet and scheduler count the retries asked of each pod, by UID,
+	// until the pod is deleted (the pod cache drops annotations).
+	kubelet, scheduler retryCounts
 }
 
-// NewKubeletRetryController returns the controller; start the informers
+// NewPodRetryController returns the controller; start the informers
 // after it, then call Run. events must list only what
 // KubeletRetryEventSelector selects (others are ignored).
-func NewKubeletRetryController(ctx context.Context, kubeClient kubernetes.Interface, events cache.SharedIndexInformer,
-	pods coreinformers.PodInformer, recorder record.EventRecorder) (*KubeletRetryController, error) {
-	c := &KubeletRetryController{
-		kubeClient: kubeClient,
-		podLister:  pods.Lister(),
-		recorder:   recorder,
-		queue:      newNamedTermQueue("flock-kubelet-retry"),
-		events:     events.GetStore(),
-		retried:    map[types.UID]int{},
+func NewPodRetryController(ctx context.Context, kubeClient kubernetes.Interface, events cache.SharedIndexInformer,
+	pods coreinformers.PodInformer, claims coreinformers.PersistentVolumeClaimInformer, recorder record.EventRecorder) (*PodRetryController, error) {
+	c := &PodRetryController{
+		kubeClient:  kubeClient,
+		podLister:   pods.Lister(),
+		claimLister: claims.Lister(),
+		recorder:    recorder,
+		queue:       newNamedTermQueue("flock-pod-retry"),
+		events:      events.GetStore(),
+		kubelet:     retryCounts{max: maxKubeletRetries},
+		scheduler:   retryCounts{max: maxSchedulerRetries},
 	}
 	seen := func(obj any) {
 		if key, ok := retryKey(obj); ok {
@@ -111,18 +116,26 @@ func NewKubeletRetryController(ctx context.Context, kubeClient kubernetes.Interf
 		return nil, err
 	}
 	c.synced = append(c.synced, reg.HasSynced)
+	refused := func(obj any) {
+		if pod, ok := obj.(*corev1.Pod); ok && refusedForUnboundClaim(pod) {
+			c.queue.addAfter(schedulerRetryKey(pod), schedulerRetryDelay)
+		}
+	}
 	reg, err = pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    refused,
+		UpdateFunc: func(_, cur any) { refused(cur) },
 		DeleteFunc: func(obj any) {
 			if pod, ok := unwrapDeleted[*corev1.Pod](obj); ok {
-				c.forget(pod.UID)
+				c.kubelet.forget(pod.UID)
+				c.scheduler.forget(pod.UID)
 			}
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.synced = append(c.synced, reg.HasSynced)
-	klog.FromContext(ctx).V(4).Info("Kubelet retry controller set up")
+	c.synced = append(c.synced, reg.HasSynced, claims.Informer().HasSynced)
+	klog.FromContext(ctx).V(4).Info("Pod retry controller set up")
 	return c, nil
 }
 
@@ -138,9 +151,10 @@ func retryKey(obj any) (string, bool) {
 }
 
 // Run retries pods with one worker until ctx ends: one leadership term. A
-// later term looks at every event the cache holds again (sync skips the
-// pods that started since).
-func (c *KubeletRetryController) Run(ctx context.Context) {
+// later term looks at every event the cache holds again, and at every pod
+// kube-scheduler refused for an unbound claim (sync skips the pods that
+// started or were scheduled since).
+func (c *PodRetryController) Run(ctx context.Context) {
 	defer utilruntime.HandleCrash()
 	q := c.queue.newTerm(func(add func(string)) {
 		for _, obj := range c.events.List() {
@@ -148,35 +162,48 @@ func (c *KubeletRetryController) Run(ctx context.Context) {
 				add(key)
 			}
 		}
+		pods, _ := c.podLister.List(labels.Everything())
+		for _, pod := range pods {
+			if refusedForUnboundClaim(pod) {
+				add(schedulerRetryKey(pod))
+			}
+		}
 	})
 	defer q.ShutDown()
-	if !cache.WaitForNamedCacheSync("flock-kubelet-retry", ctx.Done(), c.synced...) {
+	if !cache.WaitForNamedCacheSync("flock-pod-retry", ctx.Done(), c.synced...) {
 		return
 	}
-	klog.FromContext(ctx).Info("Starting the Flock kubelet retry controller")
-	work(ctx, q, 1, c.sync, "Asking kubelet to sync a member pod again failed")
+	klog.FromContext(ctx).Info("Starting the Flock pod retry controller")
+	work(ctx, q, 1, c.sync, "Asking kubelet or kube-scheduler to try a member pod again failed")
 }
 
-// sync asks kubelet to sync pod key (namespace/name/uid/node) again, when it is
-// still that pod, a Flock's member, not deleted, with no container started
-// yet, and retried fewer than maxKubeletRetries times.
-func (c *KubeletRetryController) sync(ctx context.Context, key string) error {
-	parts := strings.SplitN(key, "/", 4)
-	if len(parts) != 4 {
-		return nil
+// sync handles a key of either kind (see queue).
+func (c *PodRetryController) sync(ctx context.Context, key string) error {
+	parts := strings.Split(key, "/")
+	switch len(parts) {
+	case 3:
+		return c.syncScheduler(ctx, key, parts[0], parts[1], types.UID(parts[2]))
+	case 4:
+		return c.syncKubelet(ctx, parts[0], parts[1], types.UID(parts[2]), parts[3])
 	}
-	node := parts[3]
-	pod, err := c.podLister.Pods(parts[0]).Get(parts[1])
+	return nil
+}
+
+// syncKubelet asks kubelet to sync pod namespace/name again, when it is
+// still the pod of that uid, a Flock's member, not deleted, with no container started
+// yet, and retried fewer than maxKubeletRetries times.
+func (c *PodRetryController) syncKubelet(ctx context.Context, namespace, name string, uid types.UID, node string) error {
+	pod, err := c.podLister.Pods(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		return nil
 	} else if err != nil {
 		return err
 	}
 	ref := metav1.GetControllerOfNoCopy(pod)
-	if string(pod.UID) != parts[2] || ref == nil || !isFlockRef(ref) || pod.DeletionTimestamp != nil || containerStarted(pod) {
+	if pod.UID != uid || ref == nil || !isFlockRef(ref) || pod.DeletionTimestamp != nil || containerStarted(pod) {
 		return nil
 	}
-	n, ok := c.next(pod.UID)
+	n, ok := c.kubelet.next(pod.UID)
 	if !ok {
 		klog.FromContext(ctx).V(2).Info("Kubelet still cannot read a member pod's claim; not asking again", "pod", klog.KObj(pod), "node", node, "retries", maxKubeletRetries)
 		return nil
@@ -194,7 +221,7 @@ func (c *KubeletRetryController) sync(ctx context.Context, key string) error {
 	case apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsConflict(err):
 		return nil // gone, or another pod of the name
 	case err != nil:
-		c.undo(pod.UID)
+		c.kubelet.undo(pod.UID)
 		return err
 	}
 	kubeletRetries.Inc()
@@ -220,27 +247,37 @@ func containerStarted(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodRunning || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
+// retryCounts counts the retries asked of each pod, by UID, up to max.
+type retryCounts struct {
+	max     int
+	mu      sync.Mutex
+	retried map[types.UID]int
+}
+
 // next counts one more retry of pod uid and returns its number, or false
-// when it had maxKubeletRetries.
-func (c *KubeletRetryController) next(uid types.UID) (int, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.retried[uid] >= maxKubeletRetries {
+// when it had max.
+func (r *retryCounts) next(uid types.UID) (int, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.retried == nil {
+		r.retried = map[types.UID]int{}
+	}
+	if r.retried[uid] >= r.max {
 		return 0, false
 	}
-	c.retried[uid]++
-	return c.retried[uid], true
+	r.retried[uid]++
+	return r.retried[uid], true
 }
 
-// undo takes back a retry whose patch failed.
-func (c *KubeletRetryController) undo(uid types.UID) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.retried[uid]--
+// undo takes back a retry whose write failed.
+func (r *retryCounts) undo(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.retried[uid]--
 }
 
-func (c *KubeletRetryController) forget(uid types.UID) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.retried, uid)
+func (r *retryCounts) forget(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.retried, uid)
 }

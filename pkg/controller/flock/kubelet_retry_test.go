@@ -3,6 +3,7 @@ package flock
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ func TestKubeletRetry(t *testing.T) {
 	client := k8sfake.NewClientset(stuck, started, other)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	recorder := record.NewFakeRecorder(10)
-	c, err := NewKubeletRetryController(ctx, client, factory.Core().V1().Events().Informer(), factory.Core().V1().Pods(), recorder)
+	c, err := NewPodRetryController(ctx, client, factory.Core().V1().Events().Informer(), factory.Core().V1().Pods(), factory.Core().V1().PersistentVolumeClaims(), recorder)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,6 +170,99 @@ func TestDisruptionBudgetsInALaterTerm(t *testing.T) {
 		case <-done:
 		case <-time.After(5 * time.Second):
 			t.Fatalf("term %d did not end", term+1)
+		}
+	}
+}
+
+// TestSchedulerRetry: a member pod that kube-scheduler refused for an
+// unbound claim while its claim is Bound gets the claim annotated (an update
+// of the claim, on which the scheduler tries the pod again), again after
+// each delay while it stays refused, at most maxSchedulerRetries times, with
+// an event on the Flock. A pod whose claim is not Bound yet waits for it; a
+// pod refused for another reason or placed gets nothing.
+func TestSchedulerRetry(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer func(d time.Duration) { schedulerRetryDelay = d }(schedulerRetryDelay)
+	schedulerRetryDelay = 20 * time.Millisecond
+
+	refused := func(name string, uid types.UID, message string) (*corev1.Pod, *corev1.PersistentVolumeClaim) {
+		pod := memberPod(name, uid)
+		pod.Spec.NodeName = ""
+		pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-" + name}}}}
+		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+			Reason: corev1.PodReasonUnschedulable, Message: message}}
+		claim := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: "data-" + name, Namespace: testNamespace, UID: uid + "-claim",
+				Annotations: map[string]string{annBindCompleted: "yes"}},
+			Spec:   corev1.PersistentVolumeClaimSpec{VolumeName: "pv-" + name},
+			Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+		}
+		return pod, claim
+	}
+	const refusal = "0/1000 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"
+	stuck, stuckClaim := refused("pg-0", "uid-stuck", refusal)
+	unbound, unboundClaim := refused("pg-1", "uid-unbound", refusal)
+	unboundClaim.Annotations, unboundClaim.Status.Phase = nil, corev1.ClaimPending
+	other, otherClaim := refused("pg-2", "uid-other", "0/3 nodes are available: 1 node(s) had untolerated taint(s)")
+	placed, placedClaim := refused("pg-3", "uid-placed", refusal)
+	placed.Spec.NodeName = "kwok-3"
+	client := k8sfake.NewClientset(stuck, stuckClaim, unbound, unboundClaim, other, otherClaim, placed, placedClaim)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	recorder := record.NewFakeRecorder(10)
+	c, err := NewPodRetryController(ctx, client, factory.Core().V1().Events().Informer(), factory.Core().V1().Pods(), factory.Core().V1().PersistentVolumeClaims(), recorder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	go c.Run(ctx)
+
+	annotation := func(name string) string {
+		claim, err := client.CoreV1().PersistentVolumeClaims(testNamespace).Get(ctx, "data-"+name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return claim.Annotations[AnnotationSchedulerRetry]
+	}
+	waitFor := func(name, want string) {
+		t.Helper()
+		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			return annotation(name) == want, nil
+		}); err != nil {
+			t.Fatalf("claim of %s: retry annotation %q, want %q", name, annotation(name), want)
+		}
+	}
+	// Refused all along: retried after each delay, maxSchedulerRetries times.
+	waitFor("pg-0", strconv.Itoa(maxSchedulerRetries))
+	time.Sleep(10 * schedulerRetryDelay)
+	if got := annotation("pg-0"); got != strconv.Itoa(maxSchedulerRetries) {
+		t.Errorf("claim of pg-0: retry annotation %q after the last retry, want %d", got, maxSchedulerRetries)
+	}
+	for i := 1; i <= maxSchedulerRetries; i++ {
+		select {
+		case e := <-recorder.Events:
+			if !strings.Contains(e, ReasonSchedulerRetried) || !strings.Contains(e, "pod pg-0") || !strings.Contains(e, "claim data-pg-0 is Bound") {
+				t.Errorf("event %d: %q", i, e)
+			}
+		default:
+			t.Errorf("event %d of %d missing", i, maxSchedulerRetries)
+		}
+	}
+	// Not Bound: nothing until its binding completes.
+	if got := annotation("pg-1"); got != "" {
+		t.Errorf("claim of pg-1 (not Bound) annotated %q", got)
+	}
+	unboundClaim.Annotations = map[string]string{annBindCompleted: "yes"}
+	unboundClaim.Status.Phase = corev1.ClaimBound
+	if _, err := client.CoreV1().PersistentVolumeClaims(testNamespace).Update(ctx, unboundClaim, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("pg-1", "1")
+	for _, name := range []string{"pg-2", "pg-3"} {
+		if got := annotation(name); got != "" {
+			t.Errorf("claim of %s annotated %q", name, got)
 		}
 	}
 }

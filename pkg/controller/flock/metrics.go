@@ -54,6 +54,13 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 
+	schedulerRetries = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "scheduler_retries_total",
+		Help:           "Number of times kube-scheduler was asked to try a member pod again after it refused the pod for an unbound claim that was Bound (scheduler_retry.go).",
+		StabilityLevel: metrics.ALPHA,
+	})
+
 	// totals holds each Flock's last member counts so that the
 	// flock_controller_members totals can be adjusted by difference.
 	totals = newMemberTotals()
@@ -65,7 +72,7 @@ var registerOnce sync.Once
 // registry, once per process.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(syncTotal, syncDuration, membersByState, flocksTracked, kubeletRetries)
+		legacyregistry.MustRegister(syncTotal, syncDuration, membersByState, flocksTracked, kubeletRetries, schedulerRetries)
 	})
 }
 

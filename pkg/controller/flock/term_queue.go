@@ -55,6 +55,10 @@ func (t *termQueue) current() workqueue.TypedRateLimitingInterface[string] {
 // next term's refill makes up for).
 func (t *termQueue) add(key string) { t.current().Add(key) }
 
+// addAfter adds key to the current term's queue once d has passed (lost
+// like add's in between terms).
+func (t *termQueue) addAfter(key string, d time.Duration) { t.current().AddAfter(key, d) }
+
 // newTerm returns the queue of a term that starts: the first term's is the
 // queue filled since the controller was made; a later term's is a fresh
 // one, into which refill adds what the events in between would have.
