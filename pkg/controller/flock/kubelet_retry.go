@@ -95,7 +95,7 @@ func NewPodRetryController(ctx context.Context, kubeClient kubernetes.Interface,
 		queue:       newNamedTermQueue("flock-pod-retry"),
 		events:      events.GetStore(),
 		kubelet:     retryCounts{max: maxKubeletRetries},
-		scheduler:   retryCounts{max: maxSchedulerRetries},
+		scheduler:   retryCounts{max: MaxSchedulerRetries},
 	}
 	seen := func(obj any) {
 		if key, ok := retryKey(obj); ok {

@@ -177,7 +177,7 @@ func TestDisruptionBudgetsInALaterTerm(t *testing.T) {
 // TestSchedulerRetry: a member pod that kube-scheduler refused for an
 // unbound claim while its claim is Bound gets the claim annotated (an update
 // of the claim, on which the scheduler tries the pod again), again after
-// each delay while it stays refused, at most maxSchedulerRetries times, with
+// each delay while it stays refused, at most MaxSchedulerRetries times, with
 // an event on the Flock. A pod whose claim is not Bound yet waits for it; a
 // pod refused for another reason or placed gets nothing.
 func TestSchedulerRetry(t *testing.T) {
@@ -234,20 +234,20 @@ func TestSchedulerRetry(t *testing.T) {
 			t.Fatalf("claim of %s: retry annotation %q, want %q", name, annotation(name), want)
 		}
 	}
-	// Refused all along: retried after each delay, maxSchedulerRetries times.
-	waitFor("pg-0", strconv.Itoa(maxSchedulerRetries))
+	// Refused all along: retried after each delay, MaxSchedulerRetries times.
+	waitFor("pg-0", strconv.Itoa(MaxSchedulerRetries))
 	time.Sleep(10 * schedulerRetryDelay)
-	if got := annotation("pg-0"); got != strconv.Itoa(maxSchedulerRetries) {
-		t.Errorf("claim of pg-0: retry annotation %q after the last retry, want %d", got, maxSchedulerRetries)
+	if got := annotation("pg-0"); got != strconv.Itoa(MaxSchedulerRetries) {
+		t.Errorf("claim of pg-0: retry annotation %q after the last retry, want %d", got, MaxSchedulerRetries)
 	}
-	for i := 1; i <= maxSchedulerRetries; i++ {
+	for i := 1; i <= MaxSchedulerRetries; i++ {
 		select {
 		case e := <-recorder.Events:
 			if !strings.Contains(e, ReasonSchedulerRetried) || !strings.Contains(e, "pod pg-0") || !strings.Contains(e, "claim data-pg-0 is Bound") {
 				t.Errorf("event %d: %q", i, e)
 			}
 		default:
-			t.Errorf("event %d of %d missing", i, maxSchedulerRetries)
+			t.Errorf("event %d of %d missing", i, MaxSchedulerRetries)
 		}
 	}
 	// Not Bound: nothing until its binding completes.

@@ -12,7 +12,7 @@
 // schedulerRetryDelay after it was seen refused, whose claims are all Bound,
 // gets one of its claims annotated (flock.dev/scheduler-retry): an update of
 // the claim, on which the scheduler tries the pod again, with a claim cache
-// long up to date by then. At most maxSchedulerRetries times per pod, each a
+// long up to date by then. At most MaxSchedulerRetries times per pod, each a
 // schedulerRetryDelay after the last.
 
 package flock
@@ -35,8 +35,8 @@ const (
 	// AnnotationSchedulerRetry on a member's claim counts the times the
 	// controller asked kube-scheduler to try the member's pod again.
 	AnnotationSchedulerRetry = "flock.dev/scheduler-retry"
-	// maxSchedulerRetries bounds those times per pod.
-	maxSchedulerRetries = 3
+	// MaxSchedulerRetries bounds those times per pod.
+	MaxSchedulerRetries = 3
 	// ReasonSchedulerRetried is the Flock event's reason.
 	ReasonSchedulerRetried = "SchedulerRetried"
 	// unboundClaimRefusal is kube-scheduler's word for the refusal, in
@@ -77,7 +77,7 @@ func schedulerRetryKey(pod *corev1.Pod) string {
 // syncScheduler asks kube-scheduler to try pod namespace/name again when it
 // is still the pod of that uid, still refused for an unbound claim, every
 // claim it mounts is Bound, and it was retried fewer than
-// maxSchedulerRetries times; then it looks again after schedulerRetryDelay.
+// MaxSchedulerRetries times; then it looks again after schedulerRetryDelay.
 // A claim not Bound yet is looked at again after that delay too: its
 // binding's event may meet the same race.
 func (c *PodRetryController) syncScheduler(ctx context.Context, key, namespace, name string, uid types.UID) error {
@@ -98,7 +98,7 @@ func (c *PodRetryController) syncScheduler(ctx context.Context, key, namespace, 
 	n, ok := c.scheduler.next(pod.UID)
 	if !ok {
 		klog.FromContext(ctx).V(2).Info("kube-scheduler still refuses a member pod for an unbound claim; not asking again",
-			"pod", klog.KObj(pod), "claim", klog.KObj(claim), "retries", maxSchedulerRetries)
+			"pod", klog.KObj(pod), "claim", klog.KObj(claim), "retries", MaxSchedulerRetries)
 		return nil
 	}
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
@@ -124,7 +124,7 @@ func (c *PodRetryController) syncScheduler(ctx context.Context, key, namespace, 
 	c.recorder.Eventf(&corev1.ObjectReference{Kind: ref.Kind, APIVersion: ref.APIVersion, Name: ref.Name, Namespace: pod.Namespace, UID: ref.UID},
 		corev1.EventTypeNormal, ReasonSchedulerRetried,
 		"kube-scheduler refused pod %s for an unbound claim although claim %s is Bound (its cache was behind) and would try again only in up to 5 minutes; asked it to try again now (%d of %d)",
-		pod.Name, claim.Name, n, maxSchedulerRetries)
+		pod.Name, claim.Name, n, MaxSchedulerRetries)
 	c.queue.addAfter(key, schedulerRetryDelay)
 	return nil
 }
