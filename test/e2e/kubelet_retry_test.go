@@ -14,6 +14,31 @@ import (
 	flockcontroller "flock.dev/flock/pkg/controller/flock"
 )
 
+// unschedulableMember creates a 1-member Flock name in a new namespace whose
+// pod asks for more CPU than any node has, and returns the namespace and
+// the member pod once kube-scheduler has refused it.
+func unschedulableMember(t *testing.T, name string) (string, *corev1.Pod) {
+	ns := newNamespace(t)
+	f := newFlock(name, ns, 1)
+	f.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4000")}
+	createFlock(t, f)
+	var pod *corev1.Pod
+	eventually(t, 90*time.Second, "member pod "+name+"-0 refused by kube-scheduler", func(ctx context.Context) error {
+		p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, name+"-0", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+				pod = p
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %v", p.Status.Conditions)
+	})
+	return ns, pod
+}
+
 // TestKubeletRetryOnNodeAuthorizerRefusal: kubelet's FailedMount event for a
 // member pod whose claim the node authorizer refused (kubelet then waits its
 // 10-15 s sync backoff; kubernetes/kubernetes#113429) gets the pod annotated,
@@ -24,19 +49,7 @@ import (
 // in twenty runs). The member's pod cannot be scheduled (it asks for more CPU
 // than any node has), so no container starts.
 func TestKubeletRetryOnNodeAuthorizerRefusal(t *testing.T) {
-	ns := newNamespace(t)
-	f := newFlock("refused", ns, 1)
-	f.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4000")}
-	createFlock(t, f)
-	var pod *corev1.Pod
-	eventually(t, 90*time.Second, "member pod refused-0", func(ctx context.Context) error {
-		p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "refused-0", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		pod = p
-		return nil
-	})
+	ns, pod := unschedulableMember(t, "refused")
 	ev := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{GenerateName: "refused-0.", Namespace: ns},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod.Name, UID: pod.UID, APIVersion: "v1"},
@@ -76,24 +89,7 @@ func TestKubeletRetryOnNodeAuthorizerRefusal(t *testing.T) {
 // met it for 13 of 3,000 pods). The member's pod asks for more CPU than any
 // node has, so that it stays unscheduled.
 func TestSchedulerRetryOnStaleClaimRefusal(t *testing.T) {
-	ns := newNamespace(t)
-	f := newFlock("stale", ns, 1)
-	f.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4000")}
-	createFlock(t, f)
-	var pod *corev1.Pod
-	eventually(t, 90*time.Second, "member pod stale-0 refused by kube-scheduler", func(ctx context.Context) error {
-		p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "stale-0", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				pod = p
-				return nil
-			}
-		}
-		return fmt.Errorf("conditions %v", p.Status.Conditions)
-	})
+	ns, pod := unschedulableMember(t, "stale")
 	claim := "data-stale-0"
 	c, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctxFor(t), claim, metav1.GetOptions{})
 	if err != nil {

@@ -203,25 +203,14 @@ func (c *PodRetryController) syncKubelet(ctx context.Context, namespace, name st
 	if pod.UID != uid || ref == nil || !isFlockRef(ref) || pod.DeletionTimestamp != nil || containerStarted(pod) {
 		return nil
 	}
-	n, ok := c.kubelet.next(pod.UID)
-	if !ok {
-		klog.FromContext(ctx).V(2).Info("Kubelet still cannot read a member pod's claim; not asking again", "pod", klog.KObj(pod), "node", node, "retries", maxKubeletRetries)
-		return nil
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		// The UID makes the patch fail on another pod of the name.
-		"uid":         pod.UID,
-		"annotations": map[string]string{AnnotationKubeletRetry: strconv.Itoa(n)},
-	}})
-	if err != nil {
+	n, exhausted, err := askAgain(ctx, &c.kubelet, pod.UID, pod.UID, AnnotationKubeletRetry, func(ctx context.Context, patch []byte) error {
+		_, err := c.kubeClient.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
 		return err
+	})
+	if exhausted {
+		klog.FromContext(ctx).V(2).Info("Kubelet still cannot read a member pod's claim; not asking again", "pod", klog.KObj(pod), "node", node, "retries", maxKubeletRetries)
 	}
-	_, err = c.kubeClient.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
-	switch {
-	case apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsConflict(err):
-		return nil // gone, or another pod of the name
-	case err != nil:
-		c.kubelet.undo(pod.UID)
+	if n == 0 {
 		return err
 	}
 	kubeletRetries.Inc()
@@ -245,6 +234,35 @@ func containerStarted(pod *corev1.Pod) bool {
 		}
 	}
 	return pod.Status.Phase == corev1.PodRunning || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// askAgain counts one more retry of pod in counts and writes its number in
+// annotation key of an object (the pod, or its claim) by a merge patch that
+// carries the object's objUID, so that it fails on another object of the
+// name. It returns the retry's number, or 0 when it wrote none: the pod had
+// all its retries (exhausted), the object is gone or replaced, or the patch
+// failed (err, the retry not counted).
+func askAgain(ctx context.Context, counts *retryCounts, pod, objUID types.UID, key string,
+	patch func(ctx context.Context, data []byte) error) (n int, exhausted bool, err error) {
+	n, ok := counts.next(pod)
+	if !ok {
+		return 0, true, nil
+	}
+	data, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"uid":         objUID,
+		"annotations": map[string]string{key: strconv.Itoa(n)},
+	}})
+	if err == nil {
+		err = patch(ctx, data)
+	}
+	switch {
+	case apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsConflict(err):
+		return 0, false, nil // gone, or another object of the name
+	case err != nil:
+		counts.undo(pod)
+		return 0, false, err
+	}
+	return n, false, nil
 }
 
 // retryCounts counts the retries asked of each pod, by UID, up to max.

@@ -46,6 +46,20 @@ func memberPod(name string, uid types.UID) *corev1.Pod {
 	}
 }
 
+// startPodRetries runs a PodRetryController on client's informers until
+// ctx ends.
+func startPodRetries(ctx context.Context, t *testing.T, client *k8sfake.Clientset) *record.FakeRecorder {
+	factory := informers.NewSharedInformerFactory(client, 0)
+	recorder := record.NewFakeRecorder(10)
+	c, err := NewPodRetryController(ctx, client, factory.Core().V1().Events().Informer(), factory.Core().V1().Pods(), factory.Core().V1().PersistentVolumeClaims(), recorder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	go c.Run(ctx)
+	return recorder
+}
+
 // TestKubeletRetry: kubelet's FailedMount event for a member pod whose
 // claim the node authorizer refused gets the pod annotated (kubelet syncs a
 // pod whose annotations change at once, instead of after its 10-15 s
@@ -61,14 +75,7 @@ func TestKubeletRetry(t *testing.T) {
 	started.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "app", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
 	other := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Namespace: testNamespace, UID: "uid-other"}, Status: corev1.PodStatus{Phase: corev1.PodPending}}
 	client := k8sfake.NewClientset(stuck, started, other)
-	factory := informers.NewSharedInformerFactory(client, 0)
-	recorder := record.NewFakeRecorder(10)
-	c, err := NewPodRetryController(ctx, client, factory.Core().V1().Events().Informer(), factory.Core().V1().Pods(), factory.Core().V1().PersistentVolumeClaims(), recorder)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	go c.Run(ctx)
+	recorder := startPodRetries(ctx, t, client)
 
 	annotation := func(name string) string {
 		pod, err := client.CoreV1().Pods(testNamespace).Get(ctx, name, metav1.GetOptions{})
@@ -96,8 +103,8 @@ func TestKubeletRetry(t *testing.T) {
 		}
 	}
 	// Retried: the stuck member, once per failure.
-	ev := kubeletRefusal(stuck, "ev-stuck")
-	if ev, err = client.CoreV1().Events(testNamespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+	ev, err := client.CoreV1().Events(testNamespace).Create(ctx, kubeletRefusal(stuck, "ev-stuck"), metav1.CreateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	waitFor("pg-0", "1")
@@ -210,14 +217,7 @@ func TestSchedulerRetry(t *testing.T) {
 	placed, placedClaim := refused("pg-3", "uid-placed", refusal)
 	placed.Spec.NodeName = "kwok-3"
 	client := k8sfake.NewClientset(stuck, stuckClaim, unbound, unboundClaim, other, otherClaim, placed, placedClaim)
-	factory := informers.NewSharedInformerFactory(client, 0)
-	recorder := record.NewFakeRecorder(10)
-	c, err := NewPodRetryController(ctx, client, factory.Core().V1().Events().Informer(), factory.Core().V1().Pods(), factory.Core().V1().PersistentVolumeClaims(), recorder)
-	if err != nil {
-		t.Fatal(err)
-	}
-	factory.Start(ctx.Done())
-	go c.Run(ctx)
+	recorder := startPodRetries(ctx, t, client)
 
 	annotation := func(name string) string {
 		claim, err := client.CoreV1().PersistentVolumeClaims(testNamespace).Get(ctx, "data-"+name, metav1.GetOptions{})

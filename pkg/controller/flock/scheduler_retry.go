@@ -19,8 +19,6 @@ package flock
 
 import (
 	"context"
-	"encoding/json"
-	"strconv"
 	"strings"
 	"time"
 
@@ -95,26 +93,15 @@ func (c *PodRetryController) syncScheduler(ctx context.Context, key, namespace, 
 		c.queue.addAfter(key, schedulerRetryDelay)
 		return err
 	}
-	n, ok := c.scheduler.next(pod.UID)
-	if !ok {
+	n, exhausted, err := askAgain(ctx, &c.scheduler, pod.UID, claim.UID, AnnotationSchedulerRetry, func(ctx context.Context, patch []byte) error {
+		_, err := c.kubeClient.CoreV1().PersistentVolumeClaims(claim.Namespace).Patch(ctx, claim.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
+		return err
+	})
+	if exhausted {
 		klog.FromContext(ctx).V(2).Info("kube-scheduler still refuses a member pod for an unbound claim; not asking again",
 			"pod", klog.KObj(pod), "claim", klog.KObj(claim), "retries", MaxSchedulerRetries)
-		return nil
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		// The UID makes the patch fail on another claim of the name.
-		"uid":         claim.UID,
-		"annotations": map[string]string{AnnotationSchedulerRetry: strconv.Itoa(n)},
-	}})
-	if err != nil {
-		return err
-	}
-	_, err = c.kubeClient.CoreV1().PersistentVolumeClaims(claim.Namespace).Patch(ctx, claim.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager})
-	switch {
-	case apierrors.IsNotFound(err) || apierrors.IsInvalid(err) || apierrors.IsConflict(err):
-		return nil // gone, or another claim of the name
-	case err != nil:
-		c.scheduler.undo(pod.UID)
+	if n == 0 {
 		return err
 	}
 	schedulerRetries.Inc()
