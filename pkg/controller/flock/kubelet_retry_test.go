@@ -185,8 +185,9 @@ func TestDisruptionBudgetsInALaterTerm(t *testing.T) {
 // unbound claim while its claim is Bound gets the claim annotated (an update
 // of the claim, on which the scheduler tries the pod again), again after
 // each delay while it stays refused, at most MaxSchedulerRetries times, with
-// an event on the Flock. A pod whose claim is not Bound yet waits for it; a
-// pod refused for another reason or placed gets nothing.
+// an event on the Flock. A pod whose claim is not Bound yet waits for it,
+// unless it was refused longer ago than the scheduler's own flush; a pod
+// refused for another reason or placed gets nothing.
 func TestSchedulerRetry(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
@@ -200,7 +201,7 @@ func TestSchedulerRetry(t *testing.T) {
 		pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data-" + name}}}}
 		pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
-			Reason: corev1.PodReasonUnschedulable, Message: message}}
+			Reason: corev1.PodReasonUnschedulable, Message: message, LastTransitionTime: metav1.Now()}}
 		claim := &corev1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: "data-" + name, Namespace: testNamespace, UID: uid + "-claim",
 				Annotations: map[string]string{annBindCompleted: "yes"}},
@@ -216,7 +217,11 @@ func TestSchedulerRetry(t *testing.T) {
 	other, otherClaim := refused("pg-2", "uid-other", "0/3 nodes are available: 1 node(s) had untolerated taint(s)")
 	placed, placedClaim := refused("pg-3", "uid-placed", refusal)
 	placed.Spec.NodeName = "kwok-3"
-	client := k8sfake.NewClientset(stuck, stuckClaim, unbound, unboundClaim, other, otherClaim, placed, placedClaim)
+	// Refused longer ago than the scheduler's flush: not looked at again.
+	old, oldClaim := refused("pg-4", "uid-old", refusal)
+	old.Status.Conditions[0].LastTransitionTime = metav1.NewTime(time.Now().Add(-2 * schedulerFlush))
+	oldClaim.Annotations, oldClaim.Status.Phase = nil, corev1.ClaimPending
+	client := k8sfake.NewClientset(stuck, stuckClaim, unbound, unboundClaim, other, otherClaim, placed, placedClaim, old, oldClaim)
 	recorder := startPodRetries(ctx, t, client)
 
 	annotation := func(name string) string {
@@ -254,13 +259,16 @@ func TestSchedulerRetry(t *testing.T) {
 	if got := annotation("pg-1"); got != "" {
 		t.Errorf("claim of pg-1 (not Bound) annotated %q", got)
 	}
-	unboundClaim.Annotations = map[string]string{annBindCompleted: "yes"}
-	unboundClaim.Status.Phase = corev1.ClaimBound
-	if _, err := client.CoreV1().PersistentVolumeClaims(testNamespace).Update(ctx, unboundClaim, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, claim := range []*corev1.PersistentVolumeClaim{unboundClaim, oldClaim} {
+		claim.Annotations = map[string]string{annBindCompleted: "yes"}
+		claim.Status.Phase = corev1.ClaimBound
+		if _, err := client.CoreV1().PersistentVolumeClaims(testNamespace).Update(ctx, claim, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	waitFor("pg-1", "1")
-	for _, name := range []string{"pg-2", "pg-3"} {
+	time.Sleep(10 * schedulerRetryDelay)
+	for _, name := range []string{"pg-2", "pg-3", "pg-4"} {
 		if got := annotation(name); got != "" {
 			t.Errorf("claim of %s annotated %q", name, got)
 		}

@@ -47,23 +47,37 @@ const (
 // backoff, 1-2 s for a pod refused once or twice. A variable for tests.
 var schedulerRetryDelay = 3 * time.Second
 
+// schedulerFlush is kube-scheduler's flush of parked pods
+// (DefaultPodMaxInUnschedulablePodsDuration, v1.37): a pod refused that
+// long ago is tried again by the scheduler itself.
+const schedulerFlush = 5 * time.Minute
+
 // refusedForUnboundClaim reports whether pod is a Flock's member, not
 // deleted, that kube-scheduler has not placed and last refused for an
 // unbound claim.
 func refusedForUnboundClaim(pod *corev1.Pod) bool {
+	_, ok := unboundClaimRefusalSince(pod)
+	return ok
+}
+
+// unboundClaimRefusalSince returns when kube-scheduler first refused pod
+// for an unbound claim (its PodScheduled condition's last transition),
+// when pod is a Flock's member, not deleted, not placed and last refused
+// so.
+func unboundClaimRefusalSince(pod *corev1.Pod) (time.Time, bool) {
 	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
-		return false
+		return time.Time{}, false
 	}
 	if ref := metav1.GetControllerOfNoCopy(pod); ref == nil || !isFlockRef(ref) {
-		return false
+		return time.Time{}, false
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled {
-			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
+			return c.LastTransitionTime.Time, c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable &&
 				strings.Contains(c.Message, unboundClaimRefusal)
 		}
 	}
-	return false
+	return time.Time{}, false
 }
 
 // schedulerRetryKey is the queue key of pod's scheduler retry:
@@ -76,8 +90,9 @@ func schedulerRetryKey(pod *corev1.Pod) string {
 // is still the pod of that uid, still refused for an unbound claim, every
 // claim it mounts is Bound, and it was retried fewer than
 // MaxSchedulerRetries times; then it looks again after schedulerRetryDelay.
-// A claim not Bound yet is looked at again after that delay too: its
-// binding's event may meet the same race.
+// A claim not Bound yet is looked at again after that delay too, as its
+// binding's event may meet the same race, until the scheduler's own flush
+// would try the pod again anyway.
 func (c *PodRetryController) syncScheduler(ctx context.Context, key, namespace, name string, uid types.UID) error {
 	pod, err := c.podLister.Pods(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
@@ -85,12 +100,15 @@ func (c *PodRetryController) syncScheduler(ctx context.Context, key, namespace, 
 	} else if err != nil {
 		return err
 	}
-	if pod.UID != uid || !refusedForUnboundClaim(pod) {
+	since, refused := unboundClaimRefusalSince(pod)
+	if pod.UID != uid || !refused {
 		return nil
 	}
 	claim, err := c.boundClaim(pod)
 	if err != nil || claim == nil {
-		c.queue.addAfter(key, schedulerRetryDelay)
+		if time.Since(since) < schedulerFlush {
+			c.queue.addAfter(key, schedulerRetryDelay)
+		}
 		return err
 	}
 	n, exhausted, err := askAgain(ctx, &c.scheduler, pod.UID, claim.UID, AnnotationSchedulerRetry, func(ctx context.Context, patch []byte) error {
