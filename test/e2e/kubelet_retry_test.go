@@ -15,15 +15,16 @@ import (
 )
 
 // unschedulableMember creates a 1-member Flock name in a new namespace whose
-// pod asks for more CPU than any node has, and returns the namespace and
-// the member pod once kube-scheduler has refused it.
-func unschedulableMember(t *testing.T, name string) (string, *corev1.Pod) {
+// pod is not scheduled (unschedulable changes its template), and returns
+// the namespace and the member pod once its PodScheduled condition is
+// false.
+func unschedulableMember(t *testing.T, name string, unschedulable func(*corev1.PodSpec)) (string, *corev1.Pod) {
 	ns := newNamespace(t)
 	f := newFlock(name, ns, 1)
-	f.Spec.Template.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4000")}
+	unschedulable(&f.Spec.Template.Spec)
 	createFlock(t, f)
 	var pod *corev1.Pod
-	eventually(t, 90*time.Second, "member pod "+name+"-0 refused by kube-scheduler", func(ctx context.Context) error {
+	eventually(t, 90*time.Second, "member pod "+name+"-0 not scheduled", func(ctx context.Context) error {
 		p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, name+"-0", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -49,7 +50,9 @@ func unschedulableMember(t *testing.T, name string) (string, *corev1.Pod) {
 // in twenty runs). The member's pod cannot be scheduled (it asks for more CPU
 // than any node has), so no container starts.
 func TestKubeletRetryOnNodeAuthorizerRefusal(t *testing.T) {
-	ns, pod := unschedulableMember(t, "refused")
+	ns, pod := unschedulableMember(t, "refused", func(spec *corev1.PodSpec) {
+		spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4000")}
+	})
 	ev := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{GenerateName: "refused-0.", Namespace: ns},
 		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: pod.Name, UID: pod.UID, APIVersion: "v1"},
@@ -86,10 +89,14 @@ func TestKubeletRetryOnNodeAuthorizerRefusal(t *testing.T) {
 // It runs on the real control plane with the controller's own RBAC; the
 // refusal is written here into the pod's PodScheduled condition as
 // kube-scheduler writes it (the race cannot be forced; a 1,000 x 3 bench run
-// met it for 13 of 3,000 pods). The member's pod asks for more CPU than any
-// node has, so that it stays unscheduled.
+// met it for 13 of 3,000 pods). The member's pod has a scheduling gate, so
+// that it stays unscheduled and the scheduler does not write its condition
+// over the one written here (a pod it could try, it would try again on any
+// node added by a test running beside this one).
 func TestSchedulerRetryOnStaleClaimRefusal(t *testing.T) {
-	ns, pod := unschedulableMember(t, "stale")
+	ns, pod := unschedulableMember(t, "stale", func(spec *corev1.PodSpec) {
+		spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "flock.dev/e2e-hold"}}
+	})
 	claim := "data-stale-0"
 	c, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctxFor(t), claim, metav1.GetOptions{})
 	if err != nil {
@@ -100,6 +107,7 @@ func TestSchedulerRetryOnStaleClaimRefusal(t *testing.T) {
 	}
 	for i := range pod.Status.Conditions {
 		if cond := &pod.Status.Conditions[i]; cond.Type == corev1.PodScheduled {
+			cond.Reason = corev1.PodReasonUnschedulable
 			cond.Message = "0/3 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found"
 			cond.LastTransitionTime = metav1.Now()
 		}
@@ -118,12 +126,10 @@ func TestSchedulerRetryOnStaleClaimRefusal(t *testing.T) {
 		return nil
 	})
 	lcWaitEvent(t, ns, "stale", flockcontroller.ReasonSchedulerRetried, "stale-0", claim+" is Bound")
-	// Here the scheduler's own record says the pod was refused for its CPU
-	// request, so the claim's update does not requeue it (a queueing hint
-	// of the volume binding plugin, which requeues on any update of the
-	// pod's claim, applies only to a pod that plugin refused) and the
-	// written refusal stays: the controller asks again after each delay, up
-	// to its bound, then no more.
+	// Here the pod is gated, so the claim's update does not make the
+	// scheduler try it (for a pod the volume binding plugin refused, any
+	// update of the pod's claim does) and the written refusal stays: the
+	// controller asks again after each delay, up to its bound, then no more.
 	want := strconv.Itoa(flockcontroller.MaxSchedulerRetries)
 	claimRetries := func(ctx context.Context) error {
 		c, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, claim, metav1.GetOptions{})
