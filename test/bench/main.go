@@ -61,6 +61,8 @@ var (
 	profile      = flag.String("profile", "_output/bench-e2e-flock-apiserver.pprof", "where a CPU profile of flock-apiserver during the Flock 50 x 3 case goes, kube-apiserver's beside it (flock-apiserver in the name becomes kube-apiserver; empty: none)")
 	apiProfile   = flag.Int("api-profile", 0, "after the API cases, profile flock-apiserver and kube-apiserver (CPU) for this many seconds of Flock creates and of gets, each c=16 through the aggregator and direct (0: none)")
 	flockArgs    = flag.String("flock-args", "", "extra flock-apiserver flags, space-separated (for experiments, e.g. --disable-admission-plugins=FlockMemberDryRun)")
+	kcmArgs      = flag.String("kcm-args", "", "extra kube-controller-manager flags, space-separated (for experiments, e.g. -v=5 to log each PersistentVolume sync; see -pv-syncs)")
+	pvSyncsLog   = flag.String("pv-syncs", "", "only read this kube-controller-manager log (at -v=5; logs/kube-controller-manager.log of a -workdir) and print how long its PersistentVolume controller's volume syncs took, those that wrote a volume's phase and the others")
 	bin          = flag.String("bin", "", "directory of the binaries, flock-apiserver and the control plane's (empty: _output/bin); for A/B runs of two builds of flock-apiserver")
 	flockEnv     = flag.String("flock-env", "", "extra environment of flock-apiserver, space-separated NAME=value (e.g. GOMEMLIMIT=200MiB)")
 	apiOnly      = flag.Bool("api-only", false, "run only the API cases (no readiness cases)")
@@ -133,6 +135,13 @@ type results struct {
 
 func main() {
 	flag.Parse()
+	if *pvSyncsLog != "" {
+		if err := printVolumeSyncs(*pvSyncsLog); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-e2e:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *smoke {
 		*createN, *getN, *listSize, *watchN, *scaleN, *readyRuns, *apiRuns, *floodN = 20, 50, 50, 3, 0, 1, 1, 20
 		*readyTimeout = 3 * time.Minute
@@ -170,7 +179,7 @@ func run() error {
 		FlockArgs: append([]string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst, "--embedded-etcd-unsafe-no-fsync"},
 			strings.Fields(*flockArgs)...),
 		FlockEnv:              strings.Fields(*flockEnv),
-		ControllerManagerArgs: []string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst},
+		ControllerManagerArgs: append([]string{"--kube-api-qps=" + qps, "--kube-api-burst=" + burst}, strings.Fields(*kcmArgs)...),
 	}
 	if *realNodesN == 0 {
 		// kwok renews every fake node's lease from one process. In a

@@ -29,9 +29,11 @@ const (
 	pvWaitMean  = "a volume's mean wait in its queue, ms"
 	pvWrites    = "volume status writes (PUT persistentvolumes/status)"
 	pvWriteMean = "their mean time in kube-apiserver, ms"
+	pvKCMPut    = "kube-controller-manager's PUTs (every controller), mean at its client, ms"
+	pvAPFWait   = "their priority level's (workload-high) mean wait in kube-apiserver's queues, ms"
 )
 
-var pvRows = []string{pvSynced, pvSyncMean, pvBusy, pvWaitMean, pvWrites, pvWriteMean}
+var pvRows = []string{pvSynced, pvSyncMean, pvBusy, pvWaitMean, pvWrites, pvWriteMean, pvKCMPut, pvAPFWait}
 
 // cpuKey prefixes a process's CPU time (clock ticks) in pvSums.
 const cpuKey = "cpu:"
@@ -41,19 +43,30 @@ const cpuKey = "cpu:"
 type pvSums map[string]float64
 
 // The counters: the PersistentVolume controller's queue of volumes
-// ("volumes", client-go's work queue metrics) and kube-apiserver's
-// requests writing a volume's status.
+// ("volumes", client-go's work queue metrics), kube-apiserver's requests
+// writing a volume's status, and what else a status write of that
+// controller waits for: kube-controller-manager's PUTs as its client sees
+// them (client-go's rest_client metrics; its controllers' PUTs together,
+// as that metric has no resource), and the wait of its priority level
+// (its service accounts': workload-high) in kube-apiserver's queues
+// (API Priority and Fairness). source, when set, is the only process
+// whose metrics count.
 var pvCounters = []struct {
 	name   string
 	metric string
 	labels []string
+	source string
 }{
-	{"work_sum", "workqueue_work_duration_seconds_sum", []string{`name="volumes"`}},
-	{"work_count", "workqueue_work_duration_seconds_count", []string{`name="volumes"`}},
-	{"queue_sum", "workqueue_queue_duration_seconds_sum", []string{`name="volumes"`}},
-	{"queue_count", "workqueue_queue_duration_seconds_count", []string{`name="volumes"`}},
-	{"put_sum", "apiserver_request_duration_seconds_sum", []string{`resource="persistentvolumes"`, `subresource="status"`, `verb="PUT"`}},
-	{"put_count", "apiserver_request_duration_seconds_count", []string{`resource="persistentvolumes"`, `subresource="status"`, `verb="PUT"`}},
+	{"work_sum", "workqueue_work_duration_seconds_sum", []string{`name="volumes"`}, ""},
+	{"work_count", "workqueue_work_duration_seconds_count", []string{`name="volumes"`}, ""},
+	{"queue_sum", "workqueue_queue_duration_seconds_sum", []string{`name="volumes"`}, ""},
+	{"queue_count", "workqueue_queue_duration_seconds_count", []string{`name="volumes"`}, ""},
+	{"put_sum", "apiserver_request_duration_seconds_sum", []string{`resource="persistentvolumes"`, `subresource="status"`, `verb="PUT"`}, ""},
+	{"put_count", "apiserver_request_duration_seconds_count", []string{`resource="persistentvolumes"`, `subresource="status"`, `verb="PUT"`}, ""},
+	{"kcm_put_sum", "rest_client_request_duration_seconds_sum", []string{`verb="PUT"`}, "kube-controller-manager"},
+	{"kcm_put_count", "rest_client_request_duration_seconds_count", []string{`verb="PUT"`}, "kube-controller-manager"},
+	{"apf_sum", "apiserver_flowcontrol_request_wait_duration_seconds_sum", []string{`priority_level="workload-high"`}, "kube-apiserver"},
+	{"apf_count", "apiserver_flowcontrol_request_wait_duration_seconds_count", []string{`priority_level="workload-high"`}, "kube-apiserver"},
 }
 
 // pvSample reads the counters from kube-controller-manager and
@@ -112,7 +125,7 @@ func sumCounters(text, source string, out pvSums) {
 			continue
 		}
 		for _, k := range pvCounters {
-			if name != k.metric {
+			if name != k.metric || k.source != "" && k.source != source {
 				continue
 			}
 			all := true
@@ -183,6 +196,8 @@ func pvDiff(before, after pvSums, d time.Duration, members int) map[string]float
 		pvWaitMean:  mean("queue_sum", "queue_count"),
 		pvWrites:    delta("put_count"),
 		pvWriteMean: mean("put_sum", "put_count"),
+		pvKCMPut:    mean("kcm_put_sum", "kcm_put_count"),
+		pvAPFWait:   mean("apf_sum", "apf_count"),
 	}
 	if d > 0 {
 		out[pvBusy] = delta("work_sum") / d.Seconds()

@@ -22,7 +22,21 @@ apiserver_request_total{code="201",component="apiserver",dry_run="",group="",res
 apiserver_request_total{code="201",component="apiserver",dry_run="All",group="",resource="pods",scope="resource",subresource="",verb="POST",version="v1"} 7
 rest_client_requests_total{code="409",host="127.0.0.1:6443",method="PUT"} 3
 rest_client_requests_total{code="200",host="127.0.0.1:6443",method="PUT"} 40
+rest_client_request_duration_seconds_sum{host="127.0.0.1:6443",verb="PUT"} 7
+rest_client_request_duration_seconds_count{host="127.0.0.1:6443",verb="PUT"} 7
+apiserver_flowcontrol_request_wait_duration_seconds_sum{execute="true",flow_schema="kube-system-service-accounts",priority_level="workload-high"} 1
+apiserver_flowcontrol_request_wait_duration_seconds_count{execute="true",flow_schema="kube-system-service-accounts",priority_level="workload-high"} 100
+apiserver_flowcontrol_request_wait_duration_seconds_sum{execute="true",flow_schema="service-accounts",priority_level="workload-low"} 50
+apiserver_flowcontrol_request_wait_duration_seconds_count{execute="true",flow_schema="service-accounts",priority_level="workload-low"} 100
 `, "kube-apiserver", before)
+	sumCounters(`rest_client_request_duration_seconds_sum{host="127.0.0.1:6443",verb="PUT"} 2
+rest_client_request_duration_seconds_count{host="127.0.0.1:6443",verb="PUT"} 100
+rest_client_request_duration_seconds_sum{host="127.0.0.1:6443",verb="GET"} 9
+`, "kube-controller-manager", before)
+	sumCounters(`rest_client_request_duration_seconds_sum{host="127.0.0.1:6443",verb="PUT"} 6
+rest_client_request_duration_seconds_count{host="127.0.0.1:6443",verb="PUT"} 150
+rest_client_request_duration_seconds_sum{host="127.0.0.1:6443",verb="GET"} 99
+`, "kube-controller-manager", after)
 	sumCounters(`workqueue_work_duration_seconds_sum{name="volumes"} 4
 workqueue_work_duration_seconds_count{name="volumes"} 110
 workqueue_queue_duration_seconds_sum{name="volumes"} 12
@@ -38,6 +52,12 @@ apiserver_request_total{code="200",component="apiserver",dry_run="",group="",res
 rest_client_requests_total{code="409",host="127.0.0.1:6443",method="PUT"} 4
 rest_client_requests_total{code="409",host="127.0.0.1:6443",method="POST"} 1
 rest_client_requests_total{code="200",host="127.0.0.1:6443",method="PUT"} 90
+rest_client_request_duration_seconds_sum{host="127.0.0.1:6443",verb="PUT"} 70
+rest_client_request_duration_seconds_count{host="127.0.0.1:6443",verb="PUT"} 8
+apiserver_flowcontrol_request_wait_duration_seconds_sum{execute="true",flow_schema="kube-system-service-accounts",priority_level="workload-high"} 1.5
+apiserver_flowcontrol_request_wait_duration_seconds_count{execute="true",flow_schema="kube-system-service-accounts",priority_level="workload-high"} 200
+apiserver_flowcontrol_request_wait_duration_seconds_sum{execute="true",flow_schema="service-accounts",priority_level="workload-low"} 90
+apiserver_flowcontrol_request_wait_duration_seconds_count{execute="true",flow_schema="service-accounts",priority_level="workload-low"} 110
 `, "kube-apiserver", after)
 	sumCounters(`rest_client_requests_total{code="409",host="127.0.0.1:6443",method="PUT"} 0
 apiserver_request_total{code="201",component="apiserver",dry_run="",group="flock.dev",resource="flocks",scope="resource",subresource="",verb="POST",version="v1alpha1"} 1
@@ -48,11 +68,12 @@ apiserver_request_total{code="201",component="apiserver",dry_run="",group="flock
 	before[cpuKey+"etcd"], after[cpuKey+"etcd"] = 100, 100+3*clockTicks
 	got := pvDiff(before, after, 6*time.Second, 2)
 	want := map[string]float64{pvSynced: 100, pvSyncMean: 30, pvBusy: 0.5, pvWaitMean: 100, pvWrites: 100, pvWriteMean: 20, cpuRow("etcd"): 0.5,
+		pvKCMPut: 80, pvAPFWait: 5,
 		writesRow("POST pods"): 5, writesRow("POST pods (409)"): 1, writesRow("PUT persistentvolumes/status"): 4, writesRow("PUT poddisruptionbudgets.policy/status"): 1, writesTotal: 11,
 		conflictsRow("kube-apiserver"): 1, conflictsRow("flock-apiserver"): 0.5}
 	for k, w := range want {
 		if math.Abs(got[k]-w) > 1e-9 {
-			t.Errorf("%s = %v, want %v (the claims queue, other subresources, dry runs, reads, other codes and flock-apiserver's own requests left out)", k, got[k], w)
+			t.Errorf("%s = %v, want %v (the claims queue, other subresources, dry runs, reads, other codes, flock-apiserver's own requests, kube-apiserver's own client and other priority levels left out)", k, got[k], w)
 		}
 	}
 	if len(got) != len(want) {
