@@ -42,7 +42,7 @@ func main() {
 	flag.Float64Var(&qps, "kube-api-qps", 20, "queries per second to the Kubernetes API server")
 	flag.IntVar(&burst, "kube-api-burst", 40, "burst of queries to the Kubernetes API server")
 	flag.IntVar(&opts.Workers, "workers", nodeagent.DefaultWorkers, "volumes prepared at once")
-	flag.DurationVar(&opts.MarkWait, "mark-wait", nodeagent.DefaultMarkWait, "how long after a volume was made the agent's mark waits for the PersistentVolume controller to take the volume up (its first phase), so that the mark does not make that controller's phase write fail; the directory is prepared at once (negative: no wait)")
+	flag.DurationVar(&opts.MarkWait, "mark-wait", nodeagent.DefaultMarkWait, "at most how long after a volume was made the agent's mark waits for the PersistentVolume controller to take the volume up (its first phase), so that the mark does not make that controller's phase write fail; the directory is prepared at once, and the Flock controller's --node-agent-grace counts from that phase (negative: no wait)")
 	flag.BoolVar(&opts.AnyNode, "simulate-any-node", false, "simulators only: prepare the pending volumes of every node, as one process on the host standing in for the agents of kwok nodes (whose directories are all on this host); never on a real node")
 	flag.Parse()
 

@@ -40,8 +40,11 @@ const (
 // fieldManager is the agent's field manager and event source component.
 const fieldManager = "flock-node-agent"
 
-// DefaultMarkWait is Options.MarkWait when it is not set.
-const DefaultMarkWait = time.Second
+// DefaultMarkWait is Options.MarkWait when it is not set: longer than the
+// PersistentVolume controller took to reach the last of 3,000 new volumes
+// on the bench's 2 cores (about 5 minutes), so the mark waits for the
+// phase. The Flock controller's grace for the agent counts from that phase.
+const DefaultMarkWait = 10 * time.Minute
 
 // DefaultWorkers is the number of workers when Options.Workers is not set.
 // Preparing a directory takes a few system calls and a patch; two workers
@@ -69,8 +72,13 @@ type Options struct {
 	// and a mark written in between makes that write fail with a
 	// conflict: the phase then waits for the controller's next sync of
 	// the volume, and the member for its phase (issue 17: 0.6 conflicts
-	// a member at 5 members on kwok, 0.5 on real nodes). Once the
-	// controller is behind, the mark goes after MarkWait all the same.
+	// a member at 5 members on kwok, 0.5 on real nodes; with a wait of
+	// 1 s, 0.02-0.28 at 50 x 3, where that controller reached many
+	// volumes about a second after they were made). Nothing waits for the
+	// mark before the phase: the member's claim is completed only once
+	// its volume has it, and the Flock controller's grace for the agent
+	// counts from it. A controller that has not taken the volume up after
+	// MarkWait gets the mark all the same.
 	MarkWait time.Duration
 	// AnyNode makes the agent prepare the pending volumes of every node,
 	// not only of NodeName: one process on the host standing in for the

@@ -265,7 +265,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.StringVar(&o.HelperImage, "cleanup-image", o.HelperImage, "Former name of --helper-image.")
 	_ = fs.MarkDeprecated("cleanup-image", "use --helper-image")
 	fs.DurationVar(&o.NodeAgentGrace, "node-agent-grace", o.NodeAgentGrace,
-		"How long a member's new data directory is left to the node agent (flock-node-agent, a DaemonSet in --helper-namespace) when one is Ready on the member's node, before a prepare helper pod does the work instead. Without an agent on a node, helper pods prepare directories at once.")
+		"How long a member's new data directory is left to the node agent (flock-node-agent, a DaemonSet in --helper-namespace) when one is Ready on the member's node, counted from the volume's first phase (the agent marks a volume only then, and the member waits for that phase in any case), before a prepare helper pod does the work instead. Without an agent on a node, helper pods prepare directories at once.")
 	fs.StringVar(&o.HelperNamespace, "helper-namespace", o.HelperNamespace,
 		"Namespace of the helper pods: the server's own, so that no tenant's quota, LimitRange or Pod Security level applies to them and no tenant can fake their result. It must allow hostPath volumes.")
 	fs.DurationVar(&o.RolloutHaltAfter, "rollout-halt-after", o.RolloutHaltAfter,

@@ -454,11 +454,11 @@ func (d *dataSyncer) prepare(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.
 // awaitNodeAgent reports whether member m's directory is left to the node
 // agent of its node (pkg/nodeagent) for now, and the state to report then:
 // pv asks that agent, a Ready agent pod runs on the node, no prepare helper
-// was started for the member, and pv was made less than agentGrace ago (a
-// volume not yet written has no creation time: it is new). The member then
-// waits as for a helper; the agent's mark on the volume brings the next
-// sync, and the end of the grace one more, after which a helper pod does
-// the work (with a warning event, once: the helper exists from then on).
+// was started for the member, and pv is still Pending or got its first
+// phase less than agentGrace ago (agentGraceStart). The member then waits
+// as for a helper; the agent's mark on the volume brings the next sync,
+// and the end of the grace one more, after which a helper pod does the
+// work (with a warning event, once: the helper exists from then on).
 func (d *dataSyncer) awaitNodeAgent(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, pv *corev1.PersistentVolume, now time.Time) (dataState, bool) {
 	if d.agentGrace <= 0 || !nodeagent.HasRequest(pv, m.Node) {
 		return dataState{}, false
@@ -471,11 +471,16 @@ func (d *dataSyncer) awaitNodeAgent(ctx context.Context, f *v1alpha1.Flock, m v1
 	if err != nil || i < 0 {
 		return dataState{}, false
 	}
-	made := pv.CreationTimestamp.Time
-	if made.IsZero() {
-		made = now
+	start, ok := agentGraceStart(pv, now)
+	if !ok {
+		// The agent marks a volume once it has its first phase, and the
+		// member waits for that phase in any case (bindable): no timer,
+		// the phase's update brings the next sync.
+		return dataState{volume: pv.Name, claim: ClaimName(f, m.Ordinal), blocked: &blockage{ReasonDataPreparing, fmt.Sprintf(
+			"member %d waits for the PersistentVolume controller to take up volume %s; the node agent on node %s prepares its data directory %s",
+			m.Ordinal, pv.Name, m.Node, MemberDataDir(d.dataRoot, f))}}, true
 	}
-	left := made.Add(d.agentGrace).Sub(now)
+	left := start.Add(d.agentGrace).Sub(now)
 	if left <= 0 {
 		d.event(f, corev1.EventTypeWarning, "NodeAgentSlow", "node agent %s/%s on node %s did not prepare data directory %s of member %d within %s; a helper pod prepares it",
 			agents[i].Namespace, agents[i].Name, m.Node, MemberDataDir(d.dataRoot, f), m.Ordinal, d.agentGrace)
@@ -483,6 +488,28 @@ func (d *dataSyncer) awaitNodeAgent(ctx context.Context, f *v1alpha1.Flock, m v1
 	}
 	klog.FromContext(ctx).V(4).Info("Member data directory left to the node agent", "persistentVolume", pv.Name, "agent", klog.KObj(agents[i]), "grace", left)
 	return dataState{volume: pv.Name, claim: ClaimName(f, m.Ordinal), requeue: left, blocked: preparingBlockage(d.dataRoot, f, m)}, true
+}
+
+// agentGraceStart returns when the node agent's grace for pv's directory
+// began, and false while the volume has no phase other than Pending. The
+// agent marks a volume only once kube-controller-manager's PersistentVolume
+// controller has given it its first phase (a mark in between would make
+// that controller's phase write fail with a conflict, and the volume wait
+// for its next try; pkg/nodeagent), so the grace counts from that phase:
+// its last transition, or, without one, the volume's creation (a volume
+// not yet written has neither: it is new).
+func agentGraceStart(pv *corev1.PersistentVolume, now time.Time) (time.Time, bool) {
+	switch pv.Status.Phase {
+	case "", corev1.VolumePending:
+		return time.Time{}, false
+	}
+	if t := pv.Status.LastPhaseTransitionTime; t != nil && !t.IsZero() {
+		return t.Time, true
+	}
+	if !pv.CreationTimestamp.IsZero() {
+		return pv.CreationTimestamp.Time, true
+	}
+	return now, true
 }
 
 // preparingBlockage is why member m waits while its data directory is

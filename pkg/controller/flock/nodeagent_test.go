@@ -139,6 +139,48 @@ func TestNodeAgentGraceEndsInAHelper(t *testing.T) {
 	}
 }
 
+// The agent marks a volume only once the PersistentVolume controller has
+// given it its first phase, and at 50 x 3 or 1,000 x 3 members that
+// controller takes many volumes up more than the grace after they were
+// made: the grace counts from the phase, so no helper pod races the agent
+// while the member waits for that controller.
+func TestNodeAgentGraceCountsFromTheVolumesFirstPhase(t *testing.T) {
+	d := newDataFixture(t)
+	d.syncer.agentGrace = 15 * time.Second
+	d.addNodeAgent("agent-b", "n-b", true)
+	fl, m := agentFlock()
+	pvName := PersistentVolumeName(fl.UID, 1)
+	if st := d.ensure(fl, m); st.ready || d.helperCount() != 0 {
+		t.Fatalf("first sync: %+v, %d helpers", st, d.helperCount())
+	}
+	setVolume := func(phase corev1.PersistentVolumePhase, made, phased time.Duration) {
+		pv := d.data.volumes[pvName].DeepCopy()
+		pv.CreationTimestamp = metav1.NewTime(d.now.Add(-made))
+		pv.Status.Phase = phase
+		pv.Status.LastPhaseTransitionTime = ptr.To(metav1.NewTime(d.now.Add(-phased)))
+		d.data.volumes[pvName] = pv
+	}
+
+	// Made a minute ago and still Pending: the member waits for the
+	// PersistentVolume controller, the directory is the agent's, and the
+	// phase's update (no timer) brings the next sync.
+	setVolume(corev1.VolumePending, time.Minute, time.Minute)
+	st := d.ensure(fl, m)
+	if st.ready || d.helperCount() != 0 || st.requeue != 0 || st.blocked == nil || !strings.Contains(st.blocked.Message, "PersistentVolume controller to take up volume "+pvName) {
+		t.Fatalf("Pending a minute after it was made: %+v, %d helpers", st, d.helperCount())
+	}
+	// Bound 14 s ago: 1 s of the grace is left.
+	setVolume(corev1.VolumeBound, time.Minute, 14*time.Second)
+	if st := d.ensure(fl, m); st.ready || d.helperCount() != 0 || st.requeue != time.Second {
+		t.Fatalf("14 s after its phase: %+v, %d helpers", st, d.helperCount())
+	}
+	// Bound 16 s ago: a helper does it.
+	setVolume(corev1.VolumeBound, time.Minute, 16*time.Second)
+	if st := d.ensure(fl, m); st.ready || d.helperCount() != 1 || !hasDataEvent(d.events, "NodeAgentSlow", "agent-b") {
+		t.Fatalf("16 s after its phase: %+v, %d helpers, events %v", st, d.helperCount(), d.events)
+	}
+}
+
 func TestWithoutAReadyNodeAgentAHelperRunsAtOnce(t *testing.T) {
 	for _, tc := range []struct {
 		name  string

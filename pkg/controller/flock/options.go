@@ -45,7 +45,8 @@ type Options struct {
 	MemberParallelism int
 	// NodeAgentGrace is how long a member's new data directory waits for
 	// the node agent of its node (pkg/nodeagent), when one is Ready there,
-	// before a prepare helper pod does the work instead (default
+	// from its volume's first phase (agentGraceStart), before a prepare
+	// helper pod does the work instead (default
 	// DefaultNodeAgentGrace).
 	NodeAgentGrace time.Duration
 }
