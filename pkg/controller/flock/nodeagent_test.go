@@ -102,16 +102,23 @@ func TestNodeAgentPreparesTheDirectory(t *testing.T) {
 	}
 }
 
-func TestNodeAgentGraceEndsInAHelper(t *testing.T) {
+// waitingForAgent returns a fixture with a Ready agent on node n-b, grace
+// 15 s, and member 1 of agentFlock after its first sync, which leaves its
+// directory to that agent; and its volume's name.
+func waitingForAgent(t *testing.T) (*dataFixture, *v1alpha1.Flock, v1alpha1.FlockMember, string) {
+	t.Helper()
 	d := newDataFixture(t)
 	d.syncer.agentGrace = 15 * time.Second
 	d.addNodeAgent("agent-b", "n-b", true)
 	fl, m := agentFlock()
-	pvName := PersistentVolumeName(fl.UID, 1)
-
 	if st := d.ensure(fl, m); st.ready || d.helperCount() != 0 {
 		t.Fatalf("first sync: %+v, %d helpers", st, d.helperCount())
 	}
+	return d, fl, m, PersistentVolumeName(fl.UID, 1)
+}
+
+func TestNodeAgentGraceEndsInAHelper(t *testing.T) {
+	d, fl, m, pvName := waitingForAgent(t)
 	// Within the grace the member keeps waiting for the agent.
 	pv := d.data.volumes[pvName].DeepCopy()
 	pv.CreationTimestamp = metav1.NewTime(d.now.Add(-14 * time.Second))
@@ -145,14 +152,7 @@ func TestNodeAgentGraceEndsInAHelper(t *testing.T) {
 // made: the grace counts from the phase, so no helper pod races the agent
 // while the member waits for that controller.
 func TestNodeAgentGraceCountsFromTheVolumesFirstPhase(t *testing.T) {
-	d := newDataFixture(t)
-	d.syncer.agentGrace = 15 * time.Second
-	d.addNodeAgent("agent-b", "n-b", true)
-	fl, m := agentFlock()
-	pvName := PersistentVolumeName(fl.UID, 1)
-	if st := d.ensure(fl, m); st.ready || d.helperCount() != 0 {
-		t.Fatalf("first sync: %+v, %d helpers", st, d.helperCount())
-	}
+	d, fl, m, pvName := waitingForAgent(t)
 	setVolume := func(phase corev1.PersistentVolumePhase, made, phased time.Duration) {
 		pv := d.data.volumes[pvName].DeepCopy()
 		pv.CreationTimestamp = metav1.NewTime(d.now.Add(-made))
