@@ -48,7 +48,9 @@ func volumeSyncs(r io.Reader) (map[string][]time.Duration, error) {
 		}
 		switch {
 		case strings.Contains(line, `"syncVolumeByKey"`):
-			if started && t-start <= time.Second {
+			// A log that runs past midnight goes back a day: that gap
+			// is left out too.
+			if started && t >= start && t-start <= time.Second {
 				k := syncKind(wrote)
 				out[k] = append(out[k], t-start)
 			}
