@@ -254,7 +254,7 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 		}
 		logger.V(2).Info("Bound member claim", "claim", klog.KObj(claim), "persistentVolume", pvName)
 	case pv.Status.Phase == corev1.VolumePending && pv.Spec.ClaimRef.UID == claim.UID:
-		return waitingFor(preparing, waiting(pvName, claimName, "member %d waits for the PersistentVolume controller to take up volume %s", ord, pvName)), nil
+		return waitingFor(preparing, waiting(pvName, claimName, "%s", awaitingVolumePhase(ord, pvName))), nil
 	}
 	if !prepared {
 		return preparing, nil
@@ -477,8 +477,8 @@ func (d *dataSyncer) awaitNodeAgent(ctx context.Context, f *v1alpha1.Flock, m v1
 		// member waits for that phase in any case (bindable): no timer,
 		// the phase's update brings the next sync.
 		return dataState{volume: pv.Name, claim: ClaimName(f, m.Ordinal), blocked: &blockage{ReasonDataPreparing, fmt.Sprintf(
-			"member %d waits for the PersistentVolume controller to take up volume %s; the node agent on node %s prepares its data directory %s",
-			m.Ordinal, pv.Name, m.Node, MemberDataDir(d.dataRoot, f))}}, true
+			"%s; the node agent on node %s prepares its data directory %s",
+			awaitingVolumePhase(m.Ordinal, pv.Name), m.Node, MemberDataDir(d.dataRoot, f))}}, true
 	}
 	left := start.Add(d.agentGrace).Sub(now)
 	if left <= 0 {
@@ -488,6 +488,12 @@ func (d *dataSyncer) awaitNodeAgent(ctx context.Context, f *v1alpha1.Flock, m v1
 	}
 	klog.FromContext(ctx).V(4).Info("Member data directory left to the node agent", "persistentVolume", pv.Name, "agent", klog.KObj(agents[i]), "grace", left)
 	return dataState{volume: pv.Name, claim: ClaimName(f, m.Ordinal), requeue: left, blocked: preparingBlockage(d.dataRoot, f, m)}, true
+}
+
+// awaitingVolumePhase says that member ord waits for the PersistentVolume
+// controller to give its volume pvName a phase.
+func awaitingVolumePhase(ord int32, pvName string) string {
+	return fmt.Sprintf("member %d waits for the PersistentVolume controller to take up volume %s", ord, pvName)
 }
 
 // agentGraceStart returns when the node agent's grace for pv's directory
