@@ -58,7 +58,9 @@ var (
 	watchN       = flag.Int("watch", 20, "create->watch samples")
 	scaleN       = flag.Int("scale", 100, "the scale case: N nodes and N objects x 3 members (the issue's full size is 1000)")
 	controlQPS   = flag.Int("controller-qps", 200, "client QPS of both the Flock controller and kube-controller-manager (burst 2x)")
-	profile      = flag.String("profile", "_output/bench-e2e-flock-apiserver.pprof", "where a CPU profile of flock-apiserver during the Flock 50 x 3 case goes, kube-apiserver's beside it (flock-apiserver in the name becomes kube-apiserver; empty: none)")
+	profile      = flag.String("profile", "_output/bench-e2e-flock-apiserver.pprof", "where a CPU profile of flock-apiserver during the Flock's first run of -profile-case goes, kube-apiserver's and kube-controller-manager's beside it (flock-apiserver in the name becomes the server's name; empty: none)")
+	profileCase  = flag.String("profile-case", "50 x 3", "the readiness case whose Flock run -profile profiles: the first whose name starts with this (e.g. \"300 x 3\" with -scale=300)")
+	profileSecs  = flag.Int("profile-seconds", 10, "how long -profile profiles, from the Flock run's start")
 	apiProfile   = flag.Int("api-profile", 0, "after the API cases, profile flock-apiserver and kube-apiserver (CPU) for this many seconds of Flock creates and of gets, each c=16 through the aggregator and direct (0: none)")
 	flockArgs    = flag.String("flock-args", "", "extra flock-apiserver flags, space-separated (for experiments, e.g. --disable-admission-plugins=FlockMemberDryRun)")
 	kcmArgs      = flag.String("kcm-args", "", "extra kube-controller-manager flags, space-separated (for experiments, e.g. -v=5 to log each PersistentVolume sync; see -pv-syncs)")
@@ -824,27 +826,49 @@ func metaName(obj any) (string, error) {
 	return "", fmt.Errorf("not an object: %T", obj)
 }
 
-// cpuProfile saves a CPU profile of flock-apiserver over seconds, taken
-// straight from its /debug/pprof as admin.
-func cpuProfile(ctx context.Context, c *cluster.Cluster, seconds int, path string) error {
-	return savePprof(ctx, c, c.FlockAPIServerURL, fmt.Sprintf("profile?seconds=%d", seconds), time.Duration(seconds+30)*time.Second, path)
+// profiledServers are the processes -profile profiles in a readiness case.
+var profiledServers = []string{"flock-apiserver", "kube-apiserver", "kube-controller-manager"}
+
+// serverURL is where server serves its /debug/pprof.
+func serverURL(c *cluster.Cluster, server string) string {
+	switch server {
+	case "kube-apiserver":
+		return c.KubeAPIServerURL
+	case "kube-controller-manager":
+		return "https://127.0.0.1:" + strconv.Itoa(c.Ports.ControllerManager)
+	}
+	return c.FlockAPIServerURL
 }
 
-// kubeCPUProfile saves a CPU profile of kube-apiserver over seconds to path.
-func kubeCPUProfile(ctx context.Context, c *cluster.Cluster, seconds int, path string) error {
-	return savePprof(ctx, c, c.KubeAPIServerURL, fmt.Sprintf("profile?seconds=%d", seconds), time.Duration(seconds+30)*time.Second, path)
+// cpuProfiles saves CPU profiles of profiledServers over seconds, taken at
+// once straight from each one's /debug/pprof as admin, to
+// serverProfilePath(path, <server>), and returns the first error.
+func cpuProfiles(ctx context.Context, c *cluster.Cluster, seconds int, path string) error {
+	errs := make([]error, len(profiledServers))
+	var wg sync.WaitGroup
+	for i, server := range profiledServers {
+		wg.Go(func() {
+			errs[i] = savePprof(ctx, c, serverURL(c, server), fmt.Sprintf("profile?seconds=%d", seconds),
+				time.Duration(seconds+30)*time.Second, serverProfilePath(path, server))
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
-// kubeProfilePath is where kube-apiserver's profile goes beside
-// flock-apiserver's at path: "flock-apiserver" in its name becomes
-// "kube-apiserver", or "-kube-apiserver" is added before the extension.
-func kubeProfilePath(path string) string {
+// serverProfilePath is where server's profile goes beside flock-apiserver's
+// at path: "flock-apiserver" in its name becomes server, or "-<server>" is
+// added before the extension (flock-apiserver's stays path).
+func serverProfilePath(path, server string) string {
 	dir, base := filepath.Split(path)
+	if server == "flock-apiserver" {
+		return path
+	}
 	if strings.Contains(base, "flock-apiserver") {
-		return dir + strings.Replace(base, "flock-apiserver", "kube-apiserver", 1)
+		return dir + strings.Replace(base, "flock-apiserver", server, 1)
 	}
 	ext := filepath.Ext(base)
-	return dir + strings.TrimSuffix(base, ext) + "-kube-apiserver" + ext
+	return dir + strings.TrimSuffix(base, ext) + "-" + server + ext
 }
 
 // peakRSS reads each control-plane process's peak resident set (VmHWM).

@@ -73,11 +73,8 @@ var pvCounters = []struct {
 // kube-apiserver.
 func pvSample(ctx context.Context, c *cluster.Cluster) (pvSums, error) {
 	out := pvSums{}
-	for _, src := range []struct{ name, url string }{
-		{"kube-controller-manager", "https://127.0.0.1:" + strconv.Itoa(c.Ports.ControllerManager)},
-		{"kube-apiserver", c.KubeAPIServerURL},
-		{"flock-apiserver", c.FlockAPIServerURL},
-	} {
+	for _, name := range []string{"kube-controller-manager", "kube-apiserver", "flock-apiserver"} {
+		src := struct{ name, url string }{name, serverURL(c, name)}
 		data, err := adminGet(ctx, c, src.url, "/metrics", 10*time.Second)
 		if err != nil {
 			return nil, fmt.Errorf("reading the metrics of %s: %w", src.name, err)

@@ -81,13 +81,16 @@ apiserver_request_total{code="201",component="apiserver",dry_run="",group="flock
 	}
 }
 
-func TestKubeProfilePath(t *testing.T) {
-	for in, want := range map[string]string{
-		"_output/bench-e2e-flock-apiserver.pprof": "_output/bench-e2e-kube-apiserver.pprof",
-		"/tmp/p.pprof": "/tmp/p-kube-apiserver.pprof",
+func TestServerProfilePath(t *testing.T) {
+	for _, tc := range []struct{ path, server, want string }{
+		{"_output/bench-e2e-flock-apiserver.pprof", "kube-apiserver", "_output/bench-e2e-kube-apiserver.pprof"},
+		{"_output/bench-e2e-flock-apiserver.pprof", "kube-controller-manager", "_output/bench-e2e-kube-controller-manager.pprof"},
+		{"_output/bench-e2e-flock-apiserver.pprof", "flock-apiserver", "_output/bench-e2e-flock-apiserver.pprof"},
+		{"/tmp/p.pprof", "kube-apiserver", "/tmp/p-kube-apiserver.pprof"},
+		{"/tmp/p.pprof", "flock-apiserver", "/tmp/p.pprof"},
 	} {
-		if got := kubeProfilePath(in); got != want {
-			t.Errorf("kubeProfilePath(%q) = %q, want %q", in, got, want)
+		if got := serverProfilePath(tc.path, tc.server); got != tc.want {
+			t.Errorf("serverProfilePath(%q, %q) = %q, want %q", tc.path, tc.server, got, tc.want)
 		}
 	}
 }

@@ -233,19 +233,16 @@ func readyCases(ctx context.Context, c *cluster.Cluster) (readyOut, error) {
 					}
 				}
 				var profiled chan error
-				if kind == tFlock && rc.objects == 50 && run == 0 && *profile != "" {
-					profiled = make(chan error, 2)
-					go func() { profiled <- cpuProfile(ctx, c, 10, *profile) }()
-					go func() { profiled <- kubeCPUProfile(ctx, c, 10, kubeProfilePath(*profile)) }()
+				if kind == tFlock && run == 0 && *profile != "" && strings.HasPrefix(rc.name, *profileCase) {
+					profiled = make(chan error, 1)
+					go func() { profiled <- cpuProfiles(ctx, c, *profileSecs, *profile) }()
 				}
 				t, err := timeToReady(ctx, ns, rc.objects, rc.members,
 					func(i int) error { return k.create(ctx, kind, ns, fmt.Sprintf("r-%d", i), rc.members, rc.ordered) },
 					k.readyWatches(kind, ns))
 				if profiled != nil {
-					for range 2 {
-						if perr := <-profiled; perr != nil {
-							fmt.Fprintln(os.Stderr, "bench-e2e: no CPU profile:", perr)
-						}
+					if perr := <-profiled; perr != nil {
+						fmt.Fprintln(os.Stderr, "bench-e2e: CPU profiles:", perr)
 					}
 				}
 				if tl != nil {

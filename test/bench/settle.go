@@ -39,7 +39,7 @@ const (
 // limit (it then says so and returns). It returns how long it waited.
 func settle(ctx context.Context, c *cluster.Cluster, limit time.Duration) time.Duration {
 	start := time.Now()
-	urls := []string{c.FlockAPIServerURL, "https://127.0.0.1:" + strconv.Itoa(c.Ports.ControllerManager)}
+	urls := []string{serverURL(c, "flock-apiserver"), serverURL(c, "kube-controller-manager")}
 	idleReads, busy := 0, ""
 	for time.Since(start) < limit && ctx.Err() == nil {
 		busy = ""
