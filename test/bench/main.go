@@ -829,7 +829,8 @@ func metaName(obj any) (string, error) {
 // profiledServers are the processes -profile profiles in a readiness case.
 var profiledServers = []string{"flock-apiserver", "kube-apiserver", "kube-controller-manager"}
 
-// serverURL is where server serves its /debug/pprof.
+// serverURL is where server (flock-apiserver, kube-apiserver or
+// kube-controller-manager) serves its /metrics and /debug/pprof.
 func serverURL(c *cluster.Cluster, server string) string {
 	switch server {
 	case "kube-apiserver":
@@ -840,16 +841,16 @@ func serverURL(c *cluster.Cluster, server string) string {
 	return c.FlockAPIServerURL
 }
 
-// cpuProfiles saves CPU profiles of profiledServers over seconds, taken at
-// once straight from each one's /debug/pprof as admin, to
-// serverProfilePath(path, <server>), and returns the first error.
-func cpuProfiles(ctx context.Context, c *cluster.Cluster, seconds int, path string) error {
-	errs := make([]error, len(profiledServers))
+// cpuProfiles saves CPU profiles of servers over seconds, taken at once
+// straight from each one's /debug/pprof as admin, each to pathOf(server),
+// and returns their errors joined.
+func cpuProfiles(ctx context.Context, c *cluster.Cluster, servers []string, seconds int, pathOf func(server string) string) error {
+	errs := make([]error, len(servers))
 	var wg sync.WaitGroup
-	for i, server := range profiledServers {
+	for i, server := range servers {
 		wg.Go(func() {
 			errs[i] = savePprof(ctx, c, serverURL(c, server), fmt.Sprintf("profile?seconds=%d", seconds),
-				time.Duration(seconds+30)*time.Second, serverProfilePath(path, server))
+				time.Duration(seconds+30)*time.Second, pathOf(server))
 		})
 	}
 	wg.Wait()

@@ -246,8 +246,8 @@ func saveHeapProfile(ctx context.Context, c *cluster.Cluster, path string) error
 	return savePprof(ctx, c, c.FlockAPIServerURL, "heap?gc=1", 30*time.Second, path)
 }
 
-// savePprof fetches one /debug/pprof endpoint of the server at url (flock-apiserver
-// or kube-apiserver) as admin.
+// savePprof fetches one /debug/pprof endpoint of the server at url
+// (serverURL) as admin.
 func savePprof(ctx context.Context, c *cluster.Cluster, url, endpoint string, timeout time.Duration, path string) error {
 	data, err := adminGet(ctx, c, url, "/debug/pprof/"+endpoint, timeout)
 	if err != nil {

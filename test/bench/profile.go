@@ -46,14 +46,12 @@ func apiProfiles(ctx context.Context, c *cluster.Cluster, targets map[string]tar
 		}
 		for _, w := range workloads {
 			name := w.name + "-" + tag
-			var wg sync.WaitGroup
-			errs := make([]error, 2)
-			for i, srv := range []struct{ name, url string }{{"flock-apiserver", c.FlockAPIServerURL}, {"kube-apiserver", c.KubeAPIServerURL}} {
-				path := filepath.Join(filepath.Dir(*outPath), fmt.Sprintf("bench-e2e-%s-%s.pprof", name, srv.name))
-				wg.Go(func() {
-					errs[i] = savePprof(ctx, c, srv.url, fmt.Sprintf("profile?seconds=%d", seconds), d+30*time.Second, path)
+			profiled := make(chan error, 1)
+			go func() {
+				profiled <- cpuProfiles(ctx, c, []string{"flock-apiserver", "kube-apiserver"}, seconds, func(server string) string {
+					return filepath.Join(filepath.Dir(*outPath), fmt.Sprintf("bench-e2e-%s-%s.pprof", name, server))
 				})
-			}
+			}()
 			// Run the workload for the profiles' duration.
 			var stop atomic.Bool
 			var done atomic.Int64
@@ -75,19 +73,13 @@ func apiProfiles(ctx context.Context, c *cluster.Cluster, targets map[string]tar
 			}
 			workers.Wait()
 			rate := float64(done.Load()) / time.Since(start).Seconds()
-			wg.Wait()
+			perr := <-profiled
 			if err, _ := failed.Load().(error); err != nil {
 				return fmt.Errorf("profiling %s: %w", name, err)
 			}
-			var missing []string
-			for _, err := range errs {
-				if err != nil {
-					missing = append(missing, err.Error())
-				}
-			}
 			note := ""
-			if len(missing) > 0 {
-				note = " (no profile: " + strings.Join(missing, "; ") + ")"
+			if perr != nil {
+				note = " (no profile: " + strings.ReplaceAll(perr.Error(), "\n", "; ") + ")"
 			}
 			fmt.Fprintf(os.Stderr, "bench-e2e: profiled %s: %.0f/s over %s%s\n", name, rate, d, note)
 		}

@@ -74,12 +74,11 @@ var pvCounters = []struct {
 func pvSample(ctx context.Context, c *cluster.Cluster) (pvSums, error) {
 	out := pvSums{}
 	for _, name := range []string{"kube-controller-manager", "kube-apiserver", "flock-apiserver"} {
-		src := struct{ name, url string }{name, serverURL(c, name)}
-		data, err := adminGet(ctx, c, src.url, "/metrics", 10*time.Second)
+		data, err := adminGet(ctx, c, serverURL(c, name), "/metrics", 10*time.Second)
 		if err != nil {
-			return nil, fmt.Errorf("reading the metrics of %s: %w", src.name, err)
+			return nil, fmt.Errorf("reading the metrics of %s: %w", name, err)
 		}
-		sumCounters(string(data), src.name, out)
+		sumCounters(string(data), name, out)
 	}
 	for name, t := range procTicks(c) {
 		out[cpuKey+name] = t

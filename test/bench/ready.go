@@ -235,7 +235,9 @@ func readyCases(ctx context.Context, c *cluster.Cluster) (readyOut, error) {
 				var profiled chan error
 				if kind == tFlock && run == 0 && *profile != "" && strings.HasPrefix(rc.name, *profileCase) {
 					profiled = make(chan error, 1)
-					go func() { profiled <- cpuProfiles(ctx, c, *profileSecs, *profile) }()
+					go func() {
+						profiled <- cpuProfiles(ctx, c, profiledServers, *profileSecs, func(server string) string { return serverProfilePath(*profile, server) })
+					}()
 				}
 				t, err := timeToReady(ctx, ns, rc.objects, rc.members,
 					func(i int) error { return k.create(ctx, kind, ns, fmt.Sprintf("r-%d", i), rc.members, rc.ordered) },
