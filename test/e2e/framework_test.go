@@ -103,17 +103,26 @@ func eventually(t *testing.T, timeout time.Duration, what string, f func(ctx con
 }
 
 // consistently polls f every 250ms for d, failing the test as soon as it
-// returns an error: what must stay true, e.g. that nothing moves.
+// returns an error: what must stay true, e.g. that nothing moves. Each call
+// of f gets a context of its own, bounded by callTimeout and not by the end
+// of the window: a call made just before the window closes must not fail for
+// want of time (client-go's rate limiter refuses at once a wait that would
+// pass its context's deadline).
 func consistently(t *testing.T, d time.Duration, what string, f func(ctx context.Context) error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	defer cancel()
+	window := time.NewTimer(d)
+	defer window.Stop()
 	for {
-		if err := f(ctx); err != nil && ctx.Err() == nil {
+		ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
+		err := f(ctx)
+		cancel()
+		if err != nil && t.Context().Err() == nil {
 			t.Fatalf("%s: stopped being true: %v", what, err)
 		}
 		select {
-		case <-ctx.Done():
+		case <-window.C:
+			return
+		case <-t.Context().Done():
 			return
 		case <-time.After(250 * time.Millisecond):
 		}
@@ -319,4 +328,27 @@ func addNode(t *testing.T, name string, labels map[string]string, taints []corev
 		return nil
 	})
 	return n
+}
+
+// TestConsistentlyGivesEachCallItsOwnTime: a call made just before
+// consistently's window closes still has time of its own. f refuses, as
+// client-go's rate limiter does, a context with less than 300ms left; over a
+// window of 1s polled every 250ms, a context bounded by the window would
+// reach the last call with about 250ms left.
+func TestConsistentlyGivesEachCallItsOwnTime(t *testing.T) {
+	calls := 0
+	consistently(t, time.Second, "each call's context has time left", func(ctx context.Context) error {
+		calls++
+		dl, ok := ctx.Deadline()
+		if !ok {
+			return errors.New("the call's context has no deadline")
+		}
+		if left := time.Until(dl); left < 300*time.Millisecond {
+			return fmt.Errorf("only %v left for call %d", left, calls)
+		}
+		return nil
+	})
+	if calls < 3 {
+		t.Fatalf("f was called %d times in a window of 1s polled every 250ms, want at least 3", calls)
+	}
 }
