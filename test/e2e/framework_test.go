@@ -116,13 +116,11 @@ func consistently(t *testing.T, d time.Duration, what string, f func(ctx context
 		ctx, cancel := context.WithTimeout(t.Context(), callTimeout)
 		err := f(ctx)
 		cancel()
-		if err != nil && t.Context().Err() == nil {
+		if err != nil {
 			t.Fatalf("%s: stopped being true: %v", what, err)
 		}
 		select {
 		case <-window.C:
-			return
-		case <-t.Context().Done():
 			return
 		case <-time.After(250 * time.Millisecond):
 		}
