@@ -159,12 +159,15 @@ func (c completedConfig) New() (*FlockServer, error) {
 	}
 	if c.ExtraConfig.Controller.Enabled {
 		ctx := context.Background()
-		var nodes coreinformers.NodeInformer
+		var (
+			nodes      coreinformers.NodeInformer
+			namespaces coreinformers.NamespaceInformer
+		)
 		if core != nil {
-			nodes = core.Core().V1().Nodes()
+			nodes, namespaces = core.Core().V1().Nodes(), core.Core().V1().Namespaces()
 		}
 		ec, err := newEmbeddedController(ctx, c.ExtraConfig.Controller, c.ExtraConfig.ControllerClientConfig,
-			c.GenericConfig.LoopbackClientConfig, flocks, nodes)
+			c.GenericConfig.LoopbackClientConfig, flocks, nodes, namespaces)
 		if err != nil {
 			return nil, err
 		}

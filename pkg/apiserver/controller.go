@@ -56,7 +56,9 @@ type embeddedController struct {
 	// retries asks a kubelet to sync a member pod again when the node
 	// authorizer refused it the pod's claim, and kube-scheduler to try one
 	// again when its cache was behind the pod's claim.
-	retries    *flockcontroller.PodRetryController
+	retries *flockcontroller.PodRetryController
+	// orphans deletes Flocks whose namespace is gone.
+	orphans    *flockcontroller.NamespaceGoneController
 	kubeClient kubernetes.Interface
 	// leaseClient, not fenced, keeps the leader election lease and records
 	// events.
@@ -80,9 +82,10 @@ const controllerResync = 10 * time.Minute
 // identity, with informers of its own: the server's identity reads only what
 // the server itself needs. Nodes are the exception: admission caches every
 // node too, so when the server has a node informer (nodes, not nil) the
-// controller reads that one, and a cluster's nodes are cached once.
+// controller reads that one, and a cluster's nodes are cached once. So are
+// namespaces (namespaces: the server's, for NamespaceLifecycle admission).
 func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig, loopback *rest.Config,
-	flockFactory flockinformers.SharedInformerFactory, nodes coreinformers.NodeInformer) (*embeddedController, error) {
+	flockFactory flockinformers.SharedInformerFactory, nodes coreinformers.NodeInformer, namespaces coreinformers.NamespaceInformer) (*embeddedController, error) {
 	if coreConfig == nil {
 		return nil, fmt.Errorf("the Flock controller needs a core cluster (--kubeconfig or in-cluster config)")
 	}
@@ -161,7 +164,14 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 	if err != nil {
 		return nil, err
 	}
-	return &embeddedController{config: cfg, controller: c, budgets: budgets, retries: retries, kubeClient: kubeClient, leaseClient: leaseClient, fence: fence, informers: kubeFactory, recorder: recorder, broadcast: broadcast}, nil
+	if namespaces == nil {
+		namespaces = kubeFactory.Core().V1().Namespaces()
+	}
+	orphans, err := flockcontroller.NewNamespaceGoneController(ctx, kubeClient, flockClient, flockFactory.Flock().V1alpha1().Flocks(), namespaces)
+	if err != nil {
+		return nil, err
+	}
+	return &embeddedController{config: cfg, controller: c, budgets: budgets, retries: retries, orphans: orphans, kubeClient: kubeClient, leaseClient: leaseClient, fence: fence, informers: kubeFactory, recorder: recorder, broadcast: broadcast}, nil
 }
 
 // newEventBroadcaster is the controllers' event broadcaster, with
@@ -233,6 +243,7 @@ func (e *embeddedController) start(hookCtx genericapiserver.PostStartHookContext
 		go flockcontroller.EnsureLocalStorageClass(ctx, e.kubeClient)
 		go e.budgets.Run(ctx, 1)
 		go e.retries.Run(ctx)
+		go e.orphans.Run(ctx)
 		e.controller.Run(ctx, e.config.Options.Workers)
 	}
 	le := e.config.LeaderElection

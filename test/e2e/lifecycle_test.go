@@ -18,6 +18,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -420,6 +421,110 @@ func TestLifecycleDeleteRemovesData(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// A namespace whose finalizer an administrator removed while it was stuck
+// Terminating because flock-apiserver was down (kube-controller-manager could
+// not discover flock.dev, so it could not delete the namespace's Flocks):
+// once flock-apiserver is back, the Flock left behind in its own etcd is
+// deleted, as the namespace controller would have done, and its data goes
+// as whenDeleted: Delete says; no Flock of a gone namespace lingers, to be
+// retried forever or to come back with a namespace of the same name.
+func TestLifecycleNamespaceFinalizedByHandDeletesItsFlock(t *testing.T) {
+	ns := newNamespace(t)
+	lcNodes(t, ns, 1)
+	const name = "left"
+	f := lcFlock(name, ns, 1)
+	f.Spec.Storage.Retention.WhenDeleted = flockv1alpha1.DeleteRetentionPolicy
+	createFlock(t, f)
+	before := waitFlockAvailable(t, ns, name)
+	volumes := stCheckMemberData(t, before)
+
+	if err := env.FlockProcess().Stop(cluster.DefaultStopGrace); err != nil {
+		t.Fatalf("stop flock-apiserver: %v", err)
+	}
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			if _, err := env.RestartFlockAPIServer(context.Background(), flockArgs()); err != nil {
+				t.Errorf("start flock-apiserver again: %v", err)
+			}
+		}
+	})
+	if err := env.Kube.CoreV1().Namespaces().Delete(ctxFor(t), ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// What kube-controller-manager can delete goes; the namespace then waits
+	// for flock.dev to be discovered again.
+	var stuck *corev1.Namespace
+	eventually(t, lcTimeout, "namespace "+ns+" stuck Terminating on flock.dev, its pods and claims gone", func(ctx context.Context) error {
+		n, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c := namespaceCondition(n, corev1.NamespaceDeletionDiscoveryFailure)
+		if c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "flock.dev") {
+			return fmt.Errorf("namespace %s, conditions %+v", n.Status.Phase, n.Status.Conditions)
+		}
+		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		claims, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(pods.Items)+len(claims.Items) != 0 {
+			return fmt.Errorf("%d pods, %d claims left", len(pods.Items), len(claims.Items))
+		}
+		stuck = n
+		return nil
+	})
+	// The administrator's way out: the namespace finalized by hand.
+	stuck.Spec.Finalizers = nil
+	if _, err := env.Kube.CoreV1().Namespaces().Finalize(ctxFor(t), stuck, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("finalize namespace %s: %v", ns, err)
+	}
+	eventually(t, lcTimeout, "namespace "+ns+" gone", func(ctx context.Context) error {
+		if _, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("namespace %s: %v", ns, err)
+		}
+		return nil
+	})
+
+	restarted = true
+	if _, err := env.RestartFlockAPIServer(ctxFor(t), flockArgs()); err != nil {
+		t.Fatalf("start flock-apiserver again: %v", err)
+	}
+	eventually(t, lcTimeout, "the Flock of the gone namespace and its volumes gone", func(ctx context.Context) error {
+		if got, err := lcGet(ctx, ns, name); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the Flock: %v (deletionTimestamp %v)", err, deletionOf(got))
+		}
+		for _, pv := range volumes {
+			if _, err := stVolume(ctx, pv.Name); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("volume %s: %v", pv.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// namespaceCondition returns n's condition of type ct, or nil.
+func namespaceCondition(n *corev1.Namespace, ct corev1.NamespaceConditionType) *corev1.NamespaceCondition {
+	for i := range n.Status.Conditions {
+		if n.Status.Conditions[i].Type == ct {
+			return &n.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// deletionOf is f's deletionTimestamp, for messages (nil for no Flock).
+func deletionOf(f *flockv1alpha1.Flock) *metav1.Time {
+	if f == nil {
+		return nil
+	}
+	return f.DeletionTimestamp
 }
 
 // lcReassignFlock creates Flock ns/name of two members on a pool of three

@@ -61,6 +61,13 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 
+	namespaceGoneDeletes = metrics.NewCounter(&metrics.CounterOpts{
+		Subsystem:      metricsSubsystem,
+		Name:           "namespace_gone_deletes_total",
+		Help:           "Number of Flocks deleted because their namespace no longer existed (namespace_gone.go).",
+		StabilityLevel: metrics.ALPHA,
+	})
+
 	// totals holds each Flock's last member counts so that the
 	// flock_controller_members totals can be adjusted by difference.
 	totals = newMemberTotals()
@@ -72,7 +79,7 @@ var registerOnce sync.Once
 // registry, once per process.
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(syncTotal, syncDuration, membersByState, flocksTracked, kubeletRetries, schedulerRetries)
+		legacyregistry.MustRegister(syncTotal, syncDuration, membersByState, flocksTracked, kubeletRetries, schedulerRetries, namespaceGoneDeletes)
 	})
 }
 
