@@ -436,9 +436,7 @@ func TestLifecycleNamespaceFinalizedByHandDeletesItsFlock(t *testing.T) {
 	const name = "left"
 	f := lcFlock(name, ns, 1)
 	f.Spec.Storage.Retention.WhenDeleted = flockv1alpha1.DeleteRetentionPolicy
-	createFlock(t, f)
-	before := waitFlockAvailable(t, ns, name)
-	volumes := stCheckMemberData(t, before)
+	_, volumes := stStart(t, f)
 
 	if err := env.FlockProcess().Stop(cluster.DefaultStopGrace); err != nil {
 		t.Fatalf("stop flock-apiserver: %v", err)
