@@ -4,6 +4,7 @@ package apiserver
 
 import (
 	"context"
+	"net/http"
 
 	coreinformers "k8s.io/client-go/informers/core/v1"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/managedfields"
 	apirest "k8s.io/apiserver/pkg/registry/rest"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/rest"
@@ -115,6 +117,11 @@ func (c *Config) Complete() CompletedConfig {
 
 // New builds the server and installs the flock.dev group.
 func (c completedConfig) New() (*FlockServer, error) {
+	applyCheck := &applySchemaCheck{maxBody: c.GenericConfig.MaxRequestBodyBytes}
+	chain := c.GenericConfig.BuildHandlerChainFunc
+	c.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
+		return chain(applyCheck.wrap(h), gc)
+	}
 	generic, err := c.GenericConfig.New("flock-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
@@ -136,6 +143,12 @@ func (c completedConfig) New() (*FlockServer, error) {
 	if err := generic.InstallAPIGroup(&group); err != nil {
 		return nil, err
 	}
+	// The patch handler's type converter is made from this spec.
+	tc, err := managedfields.NewTypeConverter(group.StaticOpenAPISpec, false)
+	if err != nil {
+		return nil, err
+	}
+	applyCheck.set(tc)
 
 	if rh := c.GenericConfig.Authentication.RequestHeaderConfig; rh != nil && rh.CAContentProvider != nil {
 		if err := generic.AddReadyzChecks(requestHeaderCAReadyz(rh.CAContentProvider)); err != nil {
