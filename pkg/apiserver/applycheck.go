@@ -59,7 +59,7 @@ func (a *applySchemaCheck) wrap(next http.Handler) http.Handler {
 func (a *applySchemaCheck) check(r *http.Request) error {
 	tc := a.converter.Load()
 	info, ok := request.RequestInfoFrom(r.Context())
-	if tc == nil || !ok || info.Verb != "patch" || info.APIGroup != flock.GroupName || info.Resource != "flocks" ||
+	if tc == nil || r.Body == nil || !ok || info.Verb != "patch" || info.APIGroup != flock.GroupName || info.Resource != "flocks" ||
 		(info.Subresource != "" && info.Subresource != "status") {
 		return nil
 	}
