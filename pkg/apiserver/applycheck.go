@@ -67,7 +67,10 @@ func (a *applySchemaCheck) check(r *http.Request) error {
 		return nil
 	}
 	body, err := io.ReadAll(io.LimitReader(r.Body, a.maxBody+1))
-	r.Body = readCloser{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{io.MultiReader(bytes.NewReader(body), r.Body), r.Body}
 	if err != nil || int64(len(body)) > a.maxBody {
 		return nil // the handler reads and answers it
 	}
@@ -86,11 +89,3 @@ func (a *applySchemaCheck) check(r *http.Request) error {
 	}
 	return apierrors.NewInvalid(flock.Kind("Flock"), info.Name, errs)
 }
-
-// readCloser reads from r and closes c.
-type readCloser struct {
-	io.Reader
-	c io.Closer
-}
-
-func (rc readCloser) Close() error { return rc.c.Close() }

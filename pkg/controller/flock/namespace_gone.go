@@ -65,10 +65,8 @@ func NewNamespaceGoneController(ctx context.Context, kubeClient kubernetes.Inter
 	// etcd was restored) and when its namespace goes; a namespace deleted
 	// as usual has no Flocks left by then.
 	onFlock := func(obj any) {
-		if f, ok := obj.(*v1alpha1.Flock); ok {
-			if _, err := c.nsLister.Get(f.Namespace); apierrors.IsNotFound(err) {
-				c.queue.add(cache.MetaObjectToName(f).String())
-			}
+		if f, ok := obj.(*v1alpha1.Flock); ok && !c.namespaceCached(f.Namespace) {
+			c.queue.add(cache.MetaObjectToName(f).String())
 		}
 	}
 	onNamespaceDeleted := func(obj any) {
@@ -96,6 +94,12 @@ func NewNamespaceGoneController(ctx context.Context, kubeClient kubernetes.Inter
 	return c, nil
 }
 
+// namespaceCached reports whether the namespace cache holds ns.
+func (c *NamespaceGoneController) namespaceCached(ns string) bool {
+	_, err := c.nsLister.Get(ns)
+	return err == nil
+}
+
 func (c *NamespaceGoneController) enqueueNamespace(ns string) {
 	flocks, err := c.flockLister.Flocks(ns).List(labels.Everything())
 	if err != nil {
@@ -113,7 +117,7 @@ func (c *NamespaceGoneController) Run(ctx context.Context) {
 	q := c.queue.newTerm(func(add func(string)) {
 		flocks, _ := c.flockLister.List(labels.Everything())
 		for _, f := range flocks {
-			if _, err := c.nsLister.Get(f.Namespace); apierrors.IsNotFound(err) {
+			if !c.namespaceCached(f.Namespace) {
 				add(cache.MetaObjectToName(f).String())
 			}
 		}
@@ -146,7 +150,7 @@ func (c *NamespaceGoneController) sync(ctx context.Context, key string) error {
 	if f.DeletionTimestamp != nil {
 		return nil
 	}
-	if _, err := c.nsLister.Get(ns); err == nil {
+	if c.namespaceCached(ns) {
 		return nil
 	}
 	if _, err := c.kubeClient.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
