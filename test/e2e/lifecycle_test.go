@@ -454,7 +454,6 @@ func TestLifecycleNamespaceFinalizedByHandDeletesItsFlock(t *testing.T) {
 	}
 	// What kube-controller-manager can delete goes; the namespace then waits
 	// for flock.dev to be discovered again.
-	var stuck *corev1.Namespace
 	eventually(t, lcTimeout, "namespace "+ns+" stuck Terminating on flock.dev, its pods and claims gone", func(ctx context.Context) error {
 		n, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
 		if err != nil {
@@ -475,12 +474,20 @@ func TestLifecycleNamespaceFinalizedByHandDeletesItsFlock(t *testing.T) {
 		if len(pods.Items)+len(claims.Items) != 0 {
 			return fmt.Errorf("%d pods, %d claims left", len(pods.Items), len(claims.Items))
 		}
-		stuck = n
 		return nil
 	})
-	// The administrator's way out: the namespace finalized by hand.
-	stuck.Spec.Finalizers = nil
-	if _, err := env.Kube.CoreV1().Namespaces().Finalize(ctxFor(t), stuck, metav1.UpdateOptions{}); err != nil {
+	// The administrator's way out: the namespace finalized by hand (read
+	// again on a conflict: kube-controller-manager keeps writing its
+	// conditions).
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := env.Kube.CoreV1().Namespaces().Get(ctxFor(t), ns, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Spec.Finalizers = nil
+		_, err = env.Kube.CoreV1().Namespaces().Finalize(ctxFor(t), n, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatalf("finalize namespace %s: %v", ns, err)
 	}
 	eventually(t, lcTimeout, "namespace "+ns+" gone", func(ctx context.Context) error {
