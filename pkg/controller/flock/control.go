@@ -185,7 +185,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		HaltAfter: fc.opts.RolloutHaltAfter, Now: now,
 	})
 	merge := func(st *v1alpha1.FlockStatus) { mergeStatus(st, status, remove) }
-	statusWritten := false
+	statusWritten, afterStatus := false, f
 	if wait := fc.paced.statusWait(f, len(status.Members), merge, now); wait > 0 {
 		// A big Flock's status, or a change of messages alone, waits for
 		// its spacing (status_spacing.go); the sync then asked for
@@ -193,8 +193,13 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 		result.requeue(wait)
 		logger.V(4).Info("Spacing the status write of the Flock", "members", len(status.Members), "after", wait)
 	} else {
-		_, err := fc.status.UpdateStatus(ctx, f, merge)
+		written, err := fc.status.UpdateStatus(ctx, f, merge)
 		statusWritten = err == nil
+		if written != nil {
+			// The Flock as the status write left it, with the
+			// resourceVersion that write gave it, for the writes below.
+			afterStatus = written
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			// Deleted meanwhile; the delete event ends its syncs.
@@ -208,7 +213,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	// 8. What waits for the status.
 	if statusWritten {
 		if deleting && cleanup.complete && hasFinalizer(f, v1alpha1.FinalizerDataCleanup) {
-			if _, err := fc.setFinalizer(ctx, f, false); err != nil && !apierrors.IsNotFound(err) {
+			if _, err := fc.setFinalizer(ctx, afterStatus, false); err != nil && !apierrors.IsNotFound(err) {
 				errs = append(errs, err)
 			} else {
 				logger.V(2).Info("Data cleanup complete; released the Flock for deletion")

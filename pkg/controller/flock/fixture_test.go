@@ -16,12 +16,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
@@ -539,6 +541,7 @@ func newFixtureWithConfig(t *testing.T, cfg fixtureConfig, nodeNames ...string) 
 		former:    map[types.UID]map[int32]map[string]bool{},
 		asked:     map[types.UID]map[int32]map[string]bool{},
 	}
+	f.versionFlocks()
 	f.members = newFakeMemberControl(f.pods, f.services, clk)
 	f.members.instantPrepare = true
 	f.history = &fakeRevisionControl{revisions: f.revisions, failures: map[string]*injector{}}
@@ -716,6 +719,41 @@ func (f *fixture) refreshFlocks() {
 			f.t.Fatal(err)
 		}
 	}
+}
+
+// versionFlocks makes the fake API server keep Flocks' resourceVersions
+// as kube-apiserver does: each create and update gives the Flock a new one,
+// and an update (of the Flock or its status) whose resourceVersion is not
+// the stored one is refused with a conflict.
+func (f *fixture) versionFlocks() {
+	gvr := v1alpha1.SchemeGroupVersion.WithResource("flocks")
+	var mu sync.Mutex
+	next := 100
+	f.flockClient.PrependReactor("*", "flocks", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		a, ok := action.(interface{ GetObject() runtime.Object })
+		if !ok || (action.GetVerb() != "create" && action.GetVerb() != "update") {
+			return false, nil, nil
+		}
+		fl, ok := a.GetObject().(*v1alpha1.Flock)
+		if !ok {
+			return false, nil, nil
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if action.GetVerb() == "update" {
+			stored, err := f.flockClient.Tracker().Get(gvr, fl.Namespace, fl.Name)
+			if err != nil {
+				return true, nil, err
+			}
+			if rv := stored.(*v1alpha1.Flock).ResourceVersion; rv != fl.ResourceVersion {
+				return true, nil, apierrors.NewConflict(flockResource, fl.Name,
+					fmt.Errorf("the object has been modified (resourceVersion %q, stored %q)", fl.ResourceVersion, rv))
+			}
+		}
+		next++
+		fl.ResourceVersion = strconv.Itoa(next) // the tracker stores the action's object
+		return false, nil, nil
+	})
 }
 
 // sync runs one sync of a Flock, refreshes the Flock cache and checks the
