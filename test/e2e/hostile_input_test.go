@@ -151,13 +151,10 @@ func TestHostileFlockBodies(t *testing.T) {
 	}
 
 	// No panic in flock-apiserver's log since the test started.
-	if data, err := os.ReadFile(logFile); err != nil {
+	if lines, err := logLinesFrom(logFile, logStart); err != nil {
 		t.Error(err)
 	} else {
-		if int64(len(data)) >= logStart {
-			data = data[logStart:]
-		}
-		for _, l := range strings.Split(string(data), "\n") {
+		for _, l := range lines {
 			if serverPanic.MatchString(l) {
 				t.Errorf("flock-apiserver logged a panic: %s", l)
 				break
@@ -194,6 +191,19 @@ func fileSize(p string) int64 {
 		return 0
 	}
 	return st.Size()
+}
+
+// logLinesFrom returns the lines of the log file p from byte offset start
+// on (the whole file if it is shorter: a new file).
+func logLinesFrom(p string, start int64) ([]string, error) {
+	data, err := os.ReadFile(p)
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) >= start {
+		data = data[start:]
+	}
+	return strings.Split(string(data), "\n"), nil
 }
 
 func truncate(b []byte, n int) []byte { return b[:min(len(b), n)] }

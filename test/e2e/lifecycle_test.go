@@ -498,9 +498,27 @@ func TestLifecycleNamespaceFinalizedByHandDeletesItsFlock(t *testing.T) {
 	})
 
 	restarted = true
+	logFile := filepath.Join(env.LogDir(), "flock-apiserver.log")
+	logStart := fileSize(logFile)
 	if _, err := env.RestartFlockAPIServer(ctxFor(t), flockArgs()); err != nil {
 		t.Fatalf("start flock-apiserver again: %v", err)
 	}
+	defer func() {
+		// Until it was deleted, the controller's writes for the Flock
+		// were refused ("namespaces ... not found"): retried quietly,
+		// not failures to log.
+		lines, err := logLinesFrom(logFile, logStart)
+		if err != nil {
+			t.Error(err)
+		}
+		key := ns + "/" + name
+		for _, l := range lines {
+			if strings.Contains(l, "Error syncing Flock") && strings.Contains(l, key) {
+				t.Errorf("flock-apiserver logged a failed sync of the Flock of the gone namespace: %s", l)
+				break
+			}
+		}
+	}()
 	eventually(t, lcTimeout, "the Flock of the gone namespace and its volumes gone", func(ctx context.Context) error {
 		if got, err := lcGet(ctx, ns, name); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("the Flock: %v (deletionTimestamp %v)", err, deletionOf(got))

@@ -1,6 +1,7 @@
 package flock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -18,6 +19,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
@@ -284,26 +288,95 @@ func TestNamespaceBeingDeletedIsNotRetried(t *testing.T) {
 	}
 }
 
+// namespaceNotFoundError is kube-apiserver's refusal of a write in a
+// namespace that does not exist (the NamespaceLifecycle admission plugin
+// returns its live lookup's 404).
+func namespaceNotFoundError(ns string) error {
+	return apierrors.NewNotFound(schema.GroupResource{Resource: "namespaces"}, ns)
+}
+
 func TestNamespaceTerminating(t *testing.T) {
 	terminating := namespaceTerminatingError("pods", "pg-0")
+	gone := namespaceNotFoundError(testNamespace)
 	other := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "pg-0", errors.New("quota"))
 	for _, tc := range []struct {
-		name string
-		err  error
-		want bool
+		name                     string
+		err                      error
+		terminating, refused, gc bool // namespaceTerminating, namespaceRefused, namespaceGone
 	}{
-		{"nil", nil, false},
-		{"the refusal", terminating, true},
-		{"wrapped", fmt.Errorf("creating pod: %w", terminating), true},
-		{"joined", errors.Join(terminating, fmt.Errorf("creating claim: %w", terminating)), true},
-		{"aggregated", utilerrors.NewAggregate([]error{terminating, errors.Join(terminating)}), true},
-		{"another forbidden", other, false},
-		{"mixed", utilerrors.NewAggregate([]error{terminating, other}), false},
-		{"empty aggregate", errors.Join(), false},
+		{"nil", nil, false, false, false},
+		{"the refusal", terminating, true, true, false},
+		{"wrapped", fmt.Errorf("creating pod: %w", terminating), true, true, false},
+		{"joined", errors.Join(terminating, fmt.Errorf("creating claim: %w", terminating)), true, true, false},
+		{"aggregated", utilerrors.NewAggregate([]error{terminating, errors.Join(terminating)}), true, true, false},
+		{"another forbidden", other, false, false, false},
+		{"mixed", utilerrors.NewAggregate([]error{terminating, other}), false, false, false},
+		{"empty aggregate", errors.Join(), false, false, false},
+		{"namespace gone", fmt.Errorf("creating claim: %w", gone), false, true, true},
+		{"gone, then terminating", errors.Join(gone, terminating), false, true, true},
+		{"gone among others", utilerrors.NewAggregate([]error{gone, other}), false, false, true},
+		{"another namespace gone", namespaceNotFoundError("flock-system"), false, false, false},
+		{"the object not found", apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, testNamespace), false, false, false},
+		{"a namespaces resource of another group", apierrors.NewNotFound(schema.GroupResource{Group: "example.com", Resource: "namespaces"}, testNamespace), false, false, false},
 	} {
-		if got := namespaceTerminating(tc.err); got != tc.want {
-			t.Errorf("%s: namespaceTerminating(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		if got := namespaceTerminating(tc.err); got != tc.terminating {
+			t.Errorf("%s: namespaceTerminating(%v) = %v, want %v", tc.name, tc.err, got, tc.terminating)
 		}
+		if got := namespaceRefused(tc.err, testNamespace); got != tc.refused {
+			t.Errorf("%s: namespaceRefused(%v) = %v, want %v", tc.name, tc.err, got, tc.refused)
+		}
+		if got := namespaceGone(tc.err, testNamespace); got != tc.gc {
+			t.Errorf("%s: namespaceGone(%v) = %v, want %v", tc.name, tc.err, got, tc.gc)
+		}
+	}
+}
+
+// TestNamespaceGoneIsRetriedQuietly: creates refused because the Flock's
+// namespace no longer exists tell no FailedCreate (the event would be
+// refused too), and the key is retried with backoff without the error log
+// (the controller of Flocks whose namespace is gone deletes the Flock, or
+// the namespace comes back); a namespace being deleted is not retried, and
+// any other failure is retried and logged.
+func TestNamespaceGoneIsRetriedQuietly(t *testing.T) {
+	f := newParallelFixture(t)
+	f.scale("pg", 0)
+	f.settle("pg")
+	f.events()
+	f.scale("pg", 3)
+	f.members.failNext("CreatePod", 3, namespaceNotFoundError(testNamespace))
+	err := f.sync("pg")
+	if !namespaceGone(err, testNamespace) || !namespaceRefused(err, testNamespace) {
+		t.Fatalf("sync in a namespace that is gone: %v, want the refusals", err)
+	}
+	if events := f.events(); hasEvent(events, "Warning FailedCreate") {
+		t.Errorf("FailedCreate event for a create refused in a namespace that is gone: %v", events)
+	}
+
+	key := testNamespace + "/pg"
+	for _, tc := range []struct {
+		name     string
+		err      error
+		requeued bool
+		logged   bool
+	}{
+		{"namespace gone", err, true, false},
+		{"namespace being deleted", namespaceTerminatingError("pods", "pg-0"), false, false},
+		{"another failure", apierrors.NewInternalError(errors.New("boom")), true, true},
+		{"another namespace gone", namespaceNotFoundError("flock-system"), true, true},
+	} {
+		logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
+		ctx := klog.NewContext(context.Background(), logger)
+		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+		q.Add(key)
+		processNext(ctx, q, func(context.Context, string) error { return tc.err }, "syncing failed")
+		if got := q.NumRequeues(key) == 1; got != tc.requeued {
+			t.Errorf("%s: requeued %v, want %v", tc.name, got, tc.requeued)
+		}
+		logs := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
+		if got := strings.Contains(logs, "syncing failed"); got != tc.logged {
+			t.Errorf("%s: error logged %v, want %v; logs:\n%s", tc.name, got, tc.logged, logs)
+		}
+		q.ShutDown()
 	}
 }
 

@@ -5,7 +5,9 @@ package flock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -343,22 +345,65 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 // aggregates, is kube-apiserver refusing a create because the namespace is
 // being deleted.
 func namespaceTerminating(err error) bool {
-	if err == nil {
-		return false
-	}
+	return everyError(err, terminatingRefusal)
+}
+
+// namespaceRefused reports whether err, and every error it joins or
+// aggregates, is kube-apiserver refusing a write because namespace ns is
+// being deleted or no longer exists: the writes of a Flock in it cannot be
+// made, and are not the controller's failures to report.
+func namespaceRefused(err error, ns string) bool {
+	return everyError(err, func(e error) bool { return terminatingRefusal(e) || namespaceNotFound(e, ns) })
+}
+
+// namespaceGone reports whether err, or an error it joins or aggregates, is
+// kube-apiserver refusing a write because namespace ns does not exist (the
+// NamespaceLifecycle admission plugin's live lookup found no such
+// namespace). A 404 of the object written names its own resource, not
+// "namespaces".
+func namespaceGone(err error, ns string) bool {
 	switch e := err.(type) {
+	case nil:
+		return false
 	case utilerrors.Aggregate:
-		return allErrors(e.Errors(), namespaceTerminating)
+		return slices.ContainsFunc(e.Errors(), func(e error) bool { return namespaceGone(e, ns) })
 	case interface{ Unwrap() []error }:
-		return allErrors(e.Unwrap(), namespaceTerminating)
+		return slices.ContainsFunc(e.Unwrap(), func(e error) bool { return namespaceGone(e, ns) })
 	}
+	return namespaceNotFound(err, ns)
+}
+
+func terminatingRefusal(err error) bool {
 	return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }
 
-// allErrors reports whether errs is not empty and ok holds for each.
-func allErrors(errs []error, ok func(error) bool) bool {
+func namespaceNotFound(err error, ns string) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d != nil && d.Group == "" && d.Kind == "namespaces" && d.Name == ns
+}
+
+// everyError reports whether err is not nil and ok holds for it or, when it
+// joins or aggregates errors, for each of them (recursively; an empty join
+// or aggregate holds nothing, so it is false).
+func everyError(err error, ok func(error) bool) bool {
+	if err == nil {
+		return false
+	}
+	var errs []error
+	switch e := err.(type) {
+	case utilerrors.Aggregate:
+		errs = e.Errors()
+	case interface{ Unwrap() []error }:
+		errs = e.Unwrap()
+	default:
+		return ok(err)
+	}
 	for _, e := range errs {
-		if !ok(e) {
+		if !everyError(e, ok) {
 			return false
 		}
 	}

@@ -175,7 +175,7 @@ func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error
 			return nil
 		}
 		if _, err := c.kubeClient.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
-			if !namespaceTerminating(err) {
+			if !namespaceRefused(err, ns) {
 				c.recorder.Eventf(flockRef(f), corev1.EventTypeWarning, "FailedCreate", "create PodDisruptionBudget %s failed: %v", name, err)
 			}
 			return err

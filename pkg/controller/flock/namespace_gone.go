@@ -10,8 +10,9 @@
 // backup taken before the namespace was deleted. Such a Flock belongs to
 // nothing: its member pods, claims, Service and budget went with the
 // namespace, every write of the controller for it is refused ("namespaces
-// ... not found") and retried, and a namespace of the same name made later
-// would bring it back. This controller deletes it, as the namespace
+// ... not found"; retried with backoff, without an error log or a
+// FailedCreate event), and a namespace of the same name made later would
+// bring it back. This controller deletes it, as the namespace
 // controller would have; the Flock's finalizer then treats its volumes and
 // data directories (cluster-scoped) as spec.storage.retention.whenDeleted
 // says.

@@ -13,6 +13,7 @@ import (
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 )
@@ -79,7 +80,8 @@ func (t *termQueue) newTerm(refill func(add func(string))) workqueue.TypedRateLi
 // work runs workers goroutines that sync the keys of q, a term's queue,
 // until ctx ends. A key whose sync fails is retried with backoff and the
 // error logged as failed, unless every write the sync could not make was
-// refused because the namespace is being deleted (see Controller.sync).
+// refused because the namespace is being deleted (not retried; see
+// Controller.sync) or no longer exists (retried without the error log).
 func work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], workers int, sync func(context.Context, string) error, failed string) {
 	for range max(workers, 1) {
 		go wait.UntilWithContext(ctx, func(ctx context.Context) {
@@ -97,7 +99,15 @@ func processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[str
 	}
 	defer q.Done(key)
 	err := sync(ctx, key)
+	ns, _, _ := cache.SplitMetaNamespaceKey(key)
 	switch {
+	case err != nil && namespaceGone(err, ns) && namespaceRefused(err, ns):
+		// Tried again with backoff, quietly: the controller of Flocks
+		// whose namespace is gone deletes the Flock, or the namespace
+		// is made again.
+		klog.FromContext(ctx).V(2).Info("Namespace does not exist; its writes are refused", "key", key, "err", err)
+		q.AddRateLimited(key)
+		return true
 	case err != nil && namespaceTerminating(err):
 		klog.FromContext(ctx).V(2).Info("Namespace is being deleted; its writes are refused", "key", key, "err", err)
 	case err != nil:
