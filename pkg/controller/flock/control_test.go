@@ -903,6 +903,47 @@ func TestStatusConflicts(t *testing.T) {
 	})
 }
 
+// TestFlockDeletedDuringItsSync: a Flock deleted between the cache's view
+// and the sync's write of its placement ends the sync without an error
+// (no retries, no error log) and without a FailedPlacement event; its
+// delete event ends its syncs.
+func TestFlockDeletedDuringItsSync(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b")
+	f.flockClient.PrependReactor("update", "flocks", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() == "status" {
+			return true, nil, apierrors.NewNotFound(flockResource, "pg")
+		}
+		return false, nil, nil
+	})
+	f.createFlock(newFlock("pg", 2))
+	if err := f.sync("pg"); err != nil {
+		t.Fatalf("sync of a Flock deleted meanwhile: %v, want none", err)
+	}
+	if got := f.podNames(); len(got) != 0 {
+		t.Fatalf("pods %v created for a Flock deleted meanwhile", got)
+	}
+	if events := f.events(); hasEvent(events, "Warning FailedPlacement") {
+		t.Errorf("FailedPlacement event for a Flock deleted meanwhile: %v", events)
+	}
+
+	other := newFlock("other", 1)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"its 404", fmt.Errorf("recording member nodes: %w", apierrors.NewNotFound(flockResource, "other")), true},
+		{"another Flock's 404", apierrors.NewNotFound(flockResource, "pg"), false},
+		{"a pod's 404", apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "other"), false},
+		{"its 404 among others", errors.Join(apierrors.NewNotFound(flockResource, "other"), errors.New("boom")), false},
+		{"nil", nil, false},
+	} {
+		if got := flockGone(tc.err, other); got != tc.want {
+			t.Errorf("%s: flockGone(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
+}
+
 func TestInjectedErrors(t *testing.T) {
 	f := newFixture(t, "n-a", "n-b", "n-c")
 	f.createFlock(newFlock("pg", 3))

@@ -338,7 +338,19 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 		logger.V(2).Info("Flock's namespace is being deleted; its writes are refused", "flock", klog.KObj(f), "err", err)
 		return nil
 	}
+	if err != nil && flockGone(err, f) {
+		// The Flock was deleted since the cache showed it: its delete
+		// event ends its syncs.
+		logger.V(2).Info("Flock was deleted during its sync", "flock", klog.KObj(f), "err", err)
+		return nil
+	}
 	return err
+}
+
+// flockGone reports whether err, and every error it joins or aggregates,
+// is flock-apiserver answering a write of Flock f with 404: f was deleted.
+func flockGone(err error, f *v1alpha1.Flock) bool {
+	return everyError(err, func(e error) bool { return notFound(e, v1alpha1.SchemeGroupVersion.Group, "flocks", f.Name) })
 }
 
 // namespaceTerminating reports whether err, and every error it joins or
@@ -377,13 +389,17 @@ func terminatingRefusal(err error) bool {
 	return apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause)
 }
 
-func namespaceNotFound(err error, ns string) bool {
+func namespaceNotFound(err error, ns string) bool { return notFound(err, "", "namespaces", ns) }
+
+// notFound reports whether err is an API server's 404 of the object name
+// of resource (Details.Kind of a 404 is the resource) in group.
+func notFound(err error, group, resource, name string) bool {
 	var status apierrors.APIStatus
 	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
 		return false
 	}
 	d := status.Status().Details
-	return d != nil && d.Group == "" && d.Kind == "namespaces" && d.Name == ns
+	return d != nil && d.Group == group && d.Kind == resource && d.Name == name
 }
 
 // everyError reports whether err is not nil and ok holds for it or, when it

@@ -180,7 +180,9 @@ func (fc *defaultFlockControl) placeMembers(ctx context.Context, s *snapshot) (*
 		})
 	})
 	if err != nil {
-		fc.event(f, corev1.EventTypeWarning, "FailedPlacement", "recording the nodes of new members failed: %v", err)
+		if !flockGone(err, f) {
+			fc.event(f, corev1.EventTypeWarning, "FailedPlacement", "recording the nodes of new members failed: %v", err)
+		}
 		return nil, fmt.Errorf("recording member nodes: %w", err)
 	}
 	for _, ord := range added {
