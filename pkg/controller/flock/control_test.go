@@ -260,23 +260,9 @@ func namespaceTerminatingError(resource, name string) error {
 // the built-in controllers do; any other failure among them is still an
 // error.
 func TestNamespaceBeingDeletedIsNotRetried(t *testing.T) {
-	f := newParallelFixture(t)
-	// Scaled to 0 and back, the members' data is there: the sync's only
-	// creates are the member pods.
-	f.scale("pg", 0)
-	f.settle("pg")
-	f.events()
-	f.scale("pg", 3)
+	f := newFixtureCreatingOnlyPods(t)
 	f.members.failNext("CreatePod", 3, namespaceTerminatingError("pods", "pg-0"))
-	if err := f.sync("pg"); err != nil {
-		t.Fatalf("sync in a namespace being deleted: %v, want no error", err)
-	}
-	if got := f.podNames(); len(got) != 0 {
-		t.Fatalf("pods = %v, want none (every create refused)", got)
-	}
-	if events := f.events(); hasEvent(events, "Warning FailedCreate") {
-		t.Errorf("FailedCreate event for a create refused in a namespace being deleted: %v", events)
-	}
+	f.syncQuietly("pg", "Warning FailedCreate", "every create refused: the namespace is being deleted")
 
 	// Another refusal among them is reported, with its event.
 	f.members.failNext("CreatePod", 1, apierrors.NewInternalError(errors.New("boom")))
@@ -338,11 +324,7 @@ func TestNamespaceTerminating(t *testing.T) {
 // the namespace comes back); a namespace being deleted is not retried, and
 // any other failure is retried and logged.
 func TestNamespaceGoneIsRetriedQuietly(t *testing.T) {
-	f := newParallelFixture(t)
-	f.scale("pg", 0)
-	f.settle("pg")
-	f.events()
-	f.scale("pg", 3)
+	f := newFixtureCreatingOnlyPods(t)
 	f.members.failNext("CreatePod", 3, namespaceNotFoundError(testNamespace))
 	err := f.sync("pg")
 	if !namespaceGone(err, testNamespace) || !namespaceRefused(err, testNamespace) {
@@ -377,6 +359,33 @@ func TestNamespaceGoneIsRetriedQuietly(t *testing.T) {
 			t.Errorf("%s: error logged %v, want %v; logs:\n%s", tc.name, got, tc.logged, logs)
 		}
 		q.ShutDown()
+	}
+}
+
+// newFixtureCreatingOnlyPods is newParallelFixture scaled to 0 and back to
+// 3, its events read: the members' data is there, so the next sync's only
+// creates are the member pods.
+func newFixtureCreatingOnlyPods(t *testing.T) *fixture {
+	f := newParallelFixture(t)
+	f.scale("pg", 0)
+	f.settle("pg")
+	f.events()
+	f.scale("pg", 3)
+	return f
+}
+
+// syncQuietly syncs name, whose writes are refused for why, and checks that
+// the sync ends without an error, makes no pod and tells no event.
+func (f *fixture) syncQuietly(name, event, why string) {
+	f.t.Helper()
+	if err := f.sync(name); err != nil {
+		f.t.Fatalf("sync (%s): %v, want no error", why, err)
+	}
+	if got := f.podNames(); len(got) != 0 {
+		f.t.Fatalf("pods = %v, want none (%s)", got, why)
+	}
+	if events := f.events(); hasEvent(events, event) {
+		f.t.Errorf("%s event (%s): %v", event, why, events)
 	}
 }
 
@@ -916,15 +925,7 @@ func TestFlockDeletedDuringItsSync(t *testing.T) {
 		return false, nil, nil
 	})
 	f.createFlock(newFlock("pg", 2))
-	if err := f.sync("pg"); err != nil {
-		t.Fatalf("sync of a Flock deleted meanwhile: %v, want none", err)
-	}
-	if got := f.podNames(); len(got) != 0 {
-		t.Fatalf("pods %v created for a Flock deleted meanwhile", got)
-	}
-	if events := f.events(); hasEvent(events, "Warning FailedPlacement") {
-		t.Errorf("FailedPlacement event for a Flock deleted meanwhile: %v", events)
-	}
+	f.syncQuietly("pg", "Warning FailedPlacement", "the Flock was deleted meanwhile")
 
 	other := newFlock("other", 1)
 	for _, tc := range []struct {
