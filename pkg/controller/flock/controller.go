@@ -374,15 +374,7 @@ func namespaceRefused(err error, ns string) bool {
 // namespace). A 404 of the object written names its own resource, not
 // "namespaces".
 func namespaceGone(err error, ns string) bool {
-	switch e := err.(type) {
-	case nil:
-		return false
-	case utilerrors.Aggregate:
-		return slices.ContainsFunc(e.Errors(), func(e error) bool { return namespaceGone(e, ns) })
-	case interface{ Unwrap() []error }:
-		return slices.ContainsFunc(e.Unwrap(), func(e error) bool { return namespaceGone(e, ns) })
-	}
-	return namespaceNotFound(err, ns)
+	return slices.ContainsFunc(errorLeaves(err), func(e error) bool { return namespaceNotFound(e, ns) })
 }
 
 func terminatingRefusal(err error) bool {
@@ -403,27 +395,32 @@ func notFound(err error, group, resource, name string) bool {
 }
 
 // everyError reports whether err is not nil and ok holds for it or, when it
-// joins or aggregates errors, for each of them (recursively; an empty join
-// or aggregate holds nothing, so it is false).
+// joins or aggregates errors, for each of them (an empty join or aggregate
+// holds nothing, so it is false).
 func everyError(err error, ok func(error) bool) bool {
-	if err == nil {
-		return false
-	}
+	leaves := errorLeaves(err)
+	return len(leaves) > 0 && !slices.ContainsFunc(leaves, func(e error) bool { return !ok(e) })
+}
+
+// errorLeaves returns err, or the errors it joins or aggregates,
+// recursively (none for nil).
+func errorLeaves(err error) []error {
 	var errs []error
 	switch e := err.(type) {
+	case nil:
+		return nil
 	case utilerrors.Aggregate:
 		errs = e.Errors()
 	case interface{ Unwrap() []error }:
 		errs = e.Unwrap()
 	default:
-		return ok(err)
+		return []error{err}
 	}
+	var leaves []error
 	for _, e := range errs {
-		if !everyError(e, ok) {
-			return false
-		}
+		leaves = append(leaves, errorLeaves(e)...)
 	}
-	return len(errs) > 0
+	return leaves
 }
 
 // candidatePods returns the pods the Flock controls and the orphans in its

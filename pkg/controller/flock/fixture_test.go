@@ -727,8 +727,7 @@ func (f *fixture) refreshFlocks() {
 // the stored one is refused with a conflict.
 func (f *fixture) versionFlocks() {
 	gvr := v1alpha1.SchemeGroupVersion.WithResource("flocks")
-	var mu sync.Mutex
-	next := 100
+	next := 100 // the fake clientset runs its reactors one at a time
 	f.flockClient.PrependReactor("*", "flocks", func(action clienttesting.Action) (bool, runtime.Object, error) {
 		a, ok := action.(interface{ GetObject() runtime.Object })
 		if !ok || (action.GetVerb() != "create" && action.GetVerb() != "update") {
@@ -738,8 +737,6 @@ func (f *fixture) versionFlocks() {
 		if !ok {
 			return false, nil, nil
 		}
-		mu.Lock()
-		defer mu.Unlock()
 		if action.GetVerb() == "update" {
 			stored, err := f.flockClient.Tracker().Get(gvr, fl.Namespace, fl.Name)
 			if err != nil {

@@ -99,18 +99,22 @@ func processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[str
 	}
 	defer q.Done(key)
 	err := sync(ctx, key)
+	if err == nil {
+		q.Forget(key)
+		return true
+	}
 	ns, _, _ := cache.SplitMetaNamespaceKey(key)
 	switch {
-	case err != nil && namespaceGone(err, ns) && namespaceRefused(err, ns):
+	case namespaceGone(err, ns) && namespaceRefused(err, ns):
 		// Tried again with backoff, quietly: the controller of Flocks
 		// whose namespace is gone deletes the Flock, or the namespace
 		// is made again.
 		klog.FromContext(ctx).V(2).Info("Namespace does not exist; its writes are refused", "key", key, "err", err)
 		q.AddRateLimited(key)
 		return true
-	case err != nil && namespaceTerminating(err):
+	case namespaceTerminating(err):
 		klog.FromContext(ctx).V(2).Info("Namespace is being deleted; its writes are refused", "key", key, "err", err)
-	case err != nil:
+	default:
 		utilruntime.HandleErrorWithContext(ctx, err, failed, "key", key)
 		q.AddRateLimited(key)
 		return true
