@@ -8,6 +8,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -107,6 +109,8 @@ func TestFlockDisruptionBudgetDrains(t *testing.T) {
 // and replicas, and policy None removes it.
 func TestFlockDisruptionBudgetPolicy(t *testing.T) {
 	ns := newNamespace(t)
+	logFile := filepath.Join(env.LogDir(), "flock-apiserver.log")
+	logStart := fileSize(logFile)
 	f := newFlock("tuned", ns, 3)
 	two := intstr.FromInt32(2)
 	f.Spec.DisruptionBudget.MaxUnavailable = &two
@@ -133,6 +137,18 @@ func TestFlockDisruptionBudgetPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantMinAvailable(0) // 2 replicas
+	// The budget followed the scale without a failed sync: its spec is
+	// patched, not updated from a cache that kube-controller-manager's
+	// status writes leave behind.
+	if lines, err := logLinesFrom(logFile, logStart); err != nil {
+		t.Error(err)
+	} else {
+		for _, l := range lines {
+			if strings.Contains(l, "disruption budget of a Flock failed") && strings.Contains(l, ns+"/tuned") {
+				t.Errorf("flock-apiserver logged a failed budget sync: %s", l)
+			}
+		}
+	}
 	if err := patch(`{"spec":{"disruptionBudget":{"policy":"None","maxUnavailable":null}}}`); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ package flock
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	policyinformers "k8s.io/client-go/informers/policy/v1"
@@ -211,15 +213,38 @@ func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error
 		equality.Semantic.DeepEqual(have.Spec.UnhealthyPodEvictionPolicy, want.Spec.UnhealthyPodEvictionPolicy) && have.Spec.MaxUnavailable == nil {
 		return nil
 	}
-	upd := have.DeepCopy()
-	upd.Spec.MaxUnavailable = nil
-	upd.Spec.MinAvailable = want.Spec.MinAvailable
-	upd.Spec.Selector = want.Spec.Selector
-	upd.Spec.UnhealthyPodEvictionPolicy = want.Spec.UnhealthyPodEvictionPolicy
-	if _, err := c.kubeClient.PolicyV1().PodDisruptionBudgets(ns).Update(ctx, upd, metav1.UpdateOptions{FieldManager: FieldManager}); err != nil {
-		return fmt.Errorf("update PodDisruptionBudget %s/%s: %w", ns, name, err)
+	patch, err := budgetSpecPatch(have, want)
+	if err != nil {
+		return err
+	}
+	if _, err := c.kubeClient.PolicyV1().PodDisruptionBudgets(ns).Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+		return fmt.Errorf("patch PodDisruptionBudget %s/%s: %w", ns, name, err)
 	}
 	logger.V(2).Info("Updated PodDisruptionBudget", "flock", klog.KObj(f), "minAvailable", want.Spec.MinAvailable.String())
 	c.recorder.Eventf(flockRef(f), corev1.EventTypeNormal, "SuccessfulUpdate", "updated PodDisruptionBudget %s (minAvailable %s)", name, want.Spec.MinAvailable.String())
 	return nil
+}
+
+// budgetSpecPatch returns the JSON patch that makes budget have's spec
+// want's. A patch, not an update from the cache: kube-controller-manager's
+// disruption controller writes the budget's status after each change of its
+// pods, so an update carrying the cached resourceVersion would meet a
+// conflict about once per scaled Flock. The patch tests have's UID, so it
+// never changes a budget of the same name made since the cache was read.
+func budgetSpecPatch(have, want *policyv1.PodDisruptionBudget) ([]byte, error) {
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value,omitempty"`
+	}
+	ops := []op{
+		{Op: "test", Path: "/metadata/uid", Value: have.UID},
+		{Op: "add", Path: "/spec/minAvailable", Value: want.Spec.MinAvailable},
+		{Op: "add", Path: "/spec/selector", Value: want.Spec.Selector},
+		{Op: "add", Path: "/spec/unhealthyPodEvictionPolicy", Value: want.Spec.UnhealthyPodEvictionPolicy},
+	}
+	if have.Spec.MaxUnavailable != nil {
+		ops = append(ops, op{Op: "remove", Path: "/spec/maxUnavailable"})
+	}
+	return json.Marshal(ops)
 }

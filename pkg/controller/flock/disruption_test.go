@@ -1,14 +1,26 @@
 package flock
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	flockfake "flock.dev/flock/pkg/generated/clientset/versioned/fake"
+	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions"
 )
 
 func TestNewPodDisruptionBudget(t *testing.T) {
@@ -59,5 +71,85 @@ func TestNewPodDisruptionBudget(t *testing.T) {
 				t.Errorf("unhealthyPodEvictionPolicy %v, want AlwaysAllow", got.Spec.UnhealthyPodEvictionPolicy)
 			}
 		})
+	}
+}
+
+// TestDisruptionBudgetFollowsAScaleOverAStaleCache: after a scale the
+// budget's minAvailable follows in one sync, though the cached budget is
+// older than the stored one (kube-controller-manager has written its status
+// since) and the API server refuses updates from stale resourceVersions. The
+// status is kept, and a budget of the same name made since the cache was
+// read (another UID) is left alone.
+func TestDisruptionBudgetFollowsAScaleOverAStaleCache(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	fl := newFlock("web", 5)
+	stale := NewPodDisruptionBudget(newFlock("web", 3))
+	stale.UID, stale.ResourceVersion = "budget-uid", "10"
+	stale.Spec.MaxUnavailable = ptr.To(intstr.FromInt32(1)) // someone's edit, taken back
+	stored := stale.DeepCopy()
+	stored.ResourceVersion = "11"
+	stored.Status = policyv1.PodDisruptionBudgetStatus{ObservedGeneration: 1, CurrentHealthy: 3, DesiredHealthy: 2, ExpectedPods: 3}
+	kubeClient := k8sfake.NewClientset(stored)
+	kubeClient.PrependReactor("update", "poddisruptionbudgets", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		pdb := action.(clienttesting.UpdateAction).GetObject().(*policyv1.PodDisruptionBudget)
+		have, err := kubeClient.Tracker().Get(policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"), pdb.Namespace, pdb.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		if rv := have.(*policyv1.PodDisruptionBudget).ResourceVersion; rv != pdb.ResourceVersion {
+			return true, nil, apierrors.NewConflict(policyv1.Resource("poddisruptionbudgets"), pdb.Name, fmt.Errorf("resourceVersion %s, stored %s", pdb.ResourceVersion, rv))
+		}
+		return false, nil, nil
+	})
+	flockFactory := flockinformers.NewSharedInformerFactory(flockfake.NewSimpleClientset(), 0)
+	kubeFactory := informers.NewSharedInformerFactory(kubeClient, 0)
+	recorder := record.NewFakeRecorder(10)
+	c, err := NewDisruptionBudgetController(ctx, kubeClient, flockFactory.Flock().V1alpha1().Flocks(),
+		kubeFactory.Policy().V1().PodDisruptionBudgets(), recorder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := flockFactory.Flock().V1alpha1().Flocks().Informer().GetIndexer().Add(fl); err != nil {
+		t.Fatal(err)
+	}
+	budgets := kubeFactory.Policy().V1().PodDisruptionBudgets().Informer().GetIndexer()
+	if err := budgets.Add(stale); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.sync(ctx, testNamespace+"/web"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	got, err := kubeClient.PolicyV1().PodDisruptionBudgets(testNamespace).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.MinAvailable == nil || got.Spec.MinAvailable.IntValue() != 4 || got.Spec.MaxUnavailable != nil {
+		t.Errorf("budget spec %+v, want minAvailable 4 and no maxUnavailable", got.Spec)
+	}
+	if !equality.Semantic.DeepEqual(got.Status, stored.Status) {
+		t.Errorf("budget status %+v, want it kept: %+v", got.Status, stored.Status)
+	}
+	if e := <-recorder.Events; !strings.HasPrefix(e, "Normal SuccessfulUpdate") || !strings.Contains(e, "minAvailable 4") {
+		t.Errorf("event %q, want a SuccessfulUpdate naming minAvailable 4", e)
+	}
+
+	// The budget was replaced since the cache was read: not patched.
+	if err := kubeClient.PolicyV1().PodDisruptionBudgets(testNamespace).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other := stored.DeepCopy()
+	other.UID, other.OwnerReferences = "someone-elses", nil
+	if _, err := kubeClient.PolicyV1().PodDisruptionBudgets(testNamespace).Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.sync(ctx, testNamespace+"/web"); err == nil {
+		t.Error("sync patched a budget made since the cache was read")
+	}
+	got, err = kubeClient.PolicyV1().PodDisruptionBudgets(testNamespace).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.MinAvailable.IntValue() != 2 || got.Spec.MaxUnavailable == nil {
+		t.Errorf("someone else's budget changed: %+v", got.Spec)
 	}
 }
