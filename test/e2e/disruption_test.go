@@ -128,7 +128,27 @@ func TestFlockDisruptionBudgetPolicy(t *testing.T) {
 			return nil
 		})
 	}
+	// A Flock of no members, made with the other: no budget (it would
+	// protect nothing), though the other's, made after its member pods,
+	// exists; with its first member pod, its budget comes.
+	empty := createFlock(t, newFlock("empty", ns, 0))
 	wantMinAvailable(1) // 3 replicas, maxUnavailable 2
+	if _, err := env.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctxFor(t), empty.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Flock of no members has a budget (err %v), want none", err)
+	}
+	if _, err := env.Flock.FlockV1alpha1().Flocks(ns).Patch(ctxFor(t), empty.Name, types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "a budget once the Flock has a member", func(ctx context.Context) error {
+		pdb, err := env.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, empty.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if pdb.Spec.MinAvailable == nil || *pdb.Spec.MinAvailable != intstr.FromInt32(0) {
+			return fmt.Errorf("minAvailable %v, want 0 (1 replica, maxUnavailable 1)", pdb.Spec.MinAvailable)
+		}
+		return nil
+	})
 	patch := func(p string) error {
 		_, err := env.Flock.FlockV1alpha1().Flocks(ns).Patch(ctxFor(t), "tuned", types.MergePatchType, []byte(p), metav1.PatchOptions{})
 		return err

@@ -149,10 +149,11 @@ func (c *DisruptionBudgetController) Run(ctx context.Context, workers int) {
 	work(ctx, q, workers, c.sync, "Syncing the disruption budget of a Flock failed")
 }
 
-// sync makes the budget of Flock key what NewPodDisruptionBudget says. A
-// budget of that name the Flock does not control is never modified (a
-// Warning event says so); a deleted Flock's budget goes with it through
-// the garbage collector.
+// sync makes the budget of Flock key what NewPodDisruptionBudget says,
+// from the Flock's first member pod on (then kept, at minAvailable 0 when
+// scaled to zero). A budget of that name the Flock does not control is never
+// modified (a Warning event says so); a deleted Flock's budget goes with it
+// through the garbage collector.
 func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
@@ -174,6 +175,14 @@ func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error
 	switch {
 	case apierrors.IsNotFound(err):
 		if want == nil {
+			return nil
+		}
+		if f.Status.Replicas == 0 {
+			// No member pod yet, so nothing to protect: the budget is made
+			// once the Flock's status counts one (before it can be Ready;
+			// and an unhealthy member may be evicted anyway). A budget over
+			// no pods would only have kube-controller-manager write its
+			// status and tell "NoPods" events.
 			return nil
 		}
 		if _, err := c.kubeClient.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {

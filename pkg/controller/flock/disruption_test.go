@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
@@ -151,5 +152,70 @@ func TestDisruptionBudgetFollowsAScaleOverAStaleCache(t *testing.T) {
 	}
 	if got.Spec.MinAvailable.IntValue() != 2 || got.Spec.MaxUnavailable == nil {
 		t.Errorf("someone else's budget changed: %+v", got.Spec)
+	}
+}
+
+// TestDisruptionBudgetFromTheFirstMemberPod: a Flock whose status counts no
+// member pod yet gets no budget (it would protect nothing); once its status
+// counts one, the budget is made; scaled back to zero, it is kept, at
+// minAvailable 0. With policy None nothing is made.
+func TestDisruptionBudgetFromTheFirstMemberPod(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	kubeClient := k8sfake.NewClientset()
+	flockFactory := flockinformers.NewSharedInformerFactory(flockfake.NewSimpleClientset(), 0)
+	kubeFactory := informers.NewSharedInformerFactory(kubeClient, 0)
+	c, err := NewDisruptionBudgetController(ctx, kubeClient, flockFactory.Flock().V1alpha1().Flocks(),
+		kubeFactory.Policy().V1().PodDisruptionBudgets(), record.NewFakeRecorder(10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flocks := flockFactory.Flock().V1alpha1().Flocks().Informer().GetIndexer()
+	budgets := kubeFactory.Policy().V1().PodDisruptionBudgets().Informer().GetIndexer()
+	syncWith := func(fl *v1alpha1.Flock) *policyv1.PodDisruptionBudget {
+		t.Helper()
+		if err := flocks.Update(fl); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.sync(ctx, testNamespace+"/"+fl.Name); err != nil {
+			t.Fatalf("sync: %v", err)
+		}
+		pdb, err := kubeClient.PolicyV1().PodDisruptionBudgets(testNamespace).Get(ctx, fl.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pdb.UID == "" { // as kube-apiserver gives it on create
+			pdb.UID = "budget-" + types.UID(fl.Name)
+			if err := kubeClient.Tracker().Update(policyv1.SchemeGroupVersion.WithResource("poddisruptionbudgets"), pdb, pdb.Namespace); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := budgets.Update(pdb); err != nil { // the informer's copy
+			t.Fatal(err)
+		}
+		return pdb
+	}
+
+	fl := newFlock("web", 3)
+	if pdb := syncWith(fl); pdb != nil {
+		t.Fatalf("budget %+v made before any member pod", pdb.Spec)
+	}
+	fl.Status.Replicas = 1
+	pdb := syncWith(fl)
+	if pdb == nil || pdb.Spec.MinAvailable.IntValue() != 2 || !metav1.IsControlledBy(pdb, fl) {
+		t.Fatalf("budget %+v once a member pod exists, want minAvailable 2 controlled by the Flock", pdb)
+	}
+	fl.Spec.Replicas, fl.Status.Replicas = ptr.To[int32](0), 0
+	if pdb := syncWith(fl); pdb == nil || pdb.Spec.MinAvailable.IntValue() != 0 {
+		t.Fatalf("budget %v scaled to zero, want it kept at minAvailable 0", pdb)
+	}
+
+	none := newFlock("none", 3)
+	none.Status.Replicas = 3
+	none.Spec.DisruptionBudget.Policy = v1alpha1.NoDisruptionBudget
+	if pdb := syncWith(none); pdb != nil {
+		t.Fatalf("budget %+v with policy None", pdb.Spec)
 	}
 }

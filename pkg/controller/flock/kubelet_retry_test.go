@@ -157,7 +157,9 @@ func TestDisruptionBudgetsInALaterTerm(t *testing.T) {
 
 	budgetOf := func(name string) {
 		t.Helper()
-		if _, err := flockClient.FlockV1alpha1().Flocks(testNamespace).Create(ctx, newFlock(name, 3), metav1.CreateOptions{}); err != nil {
+		fl := newFlock(name, 3)
+		fl.Status.Replicas = 3 // its member pods exist
+		if _, err := flockClient.FlockV1alpha1().Flocks(testNamespace).Create(ctx, fl, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {

@@ -435,7 +435,7 @@ func schema_pkg_apis_flock_v1alpha1_FlockDisruptionBudget(ref common.ReferenceCa
 				Properties: map[string]spec.Schema{
 					"policy": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Policy is Managed (the default: the Flock owns a PodDisruptionBudget named after it) or None (no budget; an owned one is deleted).\n\nPossible enum values:\n - `\"Managed\"` gives the Flock a PodDisruptionBudget it owns, named after it, over its member pods.\n - `\"None\"` gives the Flock none (and removes the one it owned).",
+							Description: "Policy is Managed (the default: the Flock owns a PodDisruptionBudget named after it, from its first member pod on) or None (no budget; an owned one is deleted).\n\nPossible enum values:\n - `\"Managed\"` gives the Flock a PodDisruptionBudget it owns, named after it, over its member pods, made once the Flock has a member pod (status.replicas above 0) and kept from then on.\n - `\"None\"` gives the Flock none (and removes the one it owned).",
 							Type:        []string{"string"},
 							Format:      "",
 							Enum:        []interface{}{"Managed", "None"},

@@ -94,7 +94,8 @@ type DisruptionBudgetPolicyType string
 
 const (
 	// ManagedDisruptionBudget gives the Flock a PodDisruptionBudget it owns,
-	// named after it, over its member pods.
+	// named after it, over its member pods, made once the Flock has a member
+	// pod (status.replicas above 0) and kept from then on.
 	ManagedDisruptionBudget DisruptionBudgetPolicyType = "Managed"
 	// NoDisruptionBudget gives the Flock none (and removes the one it owned).
 	NoDisruptionBudget DisruptionBudgetPolicyType = "None"
@@ -265,7 +266,8 @@ type RollingUpdateFlockStrategy struct {
 // FlockDisruptionBudget configures the Flock's PodDisruptionBudget.
 type FlockDisruptionBudget struct {
 	// Policy is Managed (the default: the Flock owns a PodDisruptionBudget
-	// named after it) or None (no budget; an owned one is deleted).
+	// named after it, from its first member pod on) or None (no budget; an
+	// owned one is deleted).
 	// +optional
 	Policy DisruptionBudgetPolicyType `json:"policy,omitempty"`
 

@@ -29,7 +29,8 @@ import (
 // FlockDisruptionBudget configures the Flock's PodDisruptionBudget.
 type FlockDisruptionBudgetApplyConfiguration struct {
 	// Policy is Managed (the default: the Flock owns a PodDisruptionBudget
-	// named after it) or None (no budget; an owned one is deleted).
+	// named after it, from its first member pod on) or None (no budget; an
+	// owned one is deleted).
 	Policy *flockv1alpha1.DisruptionBudgetPolicyType `json:"policy,omitempty"`
 	// MaxUnavailable is the budget's maxUnavailable: how many members an
 	// eviction may leave unavailable, as a number (at least 1) or a
