@@ -340,14 +340,19 @@ func TestNamespaceGoneIsRetriedQuietly(t *testing.T) {
 		err      error
 		requeued bool
 		logged   bool
+		termEnd  bool // the sync's context was canceled: a lost lease, a stop
 	}{
-		{"namespace gone", err, true, false},
-		{"namespace being deleted", namespaceTerminatingError("pods", "pg-0"), false, false},
-		{"another failure", apierrors.NewInternalError(errors.New("boom")), true, true},
-		{"another namespace gone", namespaceNotFoundError("flock-system"), true, true},
+		{"namespace gone", err, true, false, false},
+		{"namespace being deleted", namespaceTerminatingError("pods", "pg-0"), false, false, false},
+		{"another failure", apierrors.NewInternalError(errors.New("boom")), true, true, false},
+		{"another namespace gone", namespaceNotFoundError("flock-system"), true, true, false},
+		{"the term ended", fmt.Errorf("create pod: %w", context.Canceled), false, false, true},
 	} {
 		logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true)))
-		ctx := klog.NewContext(context.Background(), logger)
+		ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logger))
+		if tc.termEnd {
+			cancel()
+		}
 		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
 		q.Add(key)
 		processNext(ctx, q, func(context.Context, string) error { return tc.err }, "syncing failed")
@@ -359,6 +364,23 @@ func TestNamespaceGoneIsRetriedQuietly(t *testing.T) {
 			t.Errorf("%s: error logged %v, want %v; logs:\n%s", tc.name, got, tc.logged, logs)
 		}
 		q.ShutDown()
+		cancel()
+	}
+}
+
+// TestSyncCutShortByTheTermsEnd: writes that fail because the sync's term
+// ended (a lost lease, a stop) tell no Warning event; the next term syncs
+// the Flock again.
+func TestSyncCutShortByTheTermsEnd(t *testing.T) {
+	f := newFixtureCreatingOnlyPods(t)
+	f.members.failNext("CreatePod", 3, fmt.Errorf("post pods: %w", context.Canceled))
+	ctx, cancel := context.WithCancel(f.ctx)
+	cancel()
+	if err := f.controller.sync(ctx, testNamespace+"/pg"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("sync whose term ended: %v, want the canceled creates", err)
+	}
+	if events := f.events(); hasEvent(events, "Warning") {
+		t.Errorf("Warning events for writes cut short by the term's end: %v", events)
 	}
 }
 

@@ -347,6 +347,15 @@ func (c *Controller) sync(ctx context.Context, key string) (err error) {
 	return err
 }
 
+// failureToTell reports whether a failed write of a sync of Flock f is
+// worth a Warning event on f. It is not when the write was cut short because
+// the sync's term ended (a lost lease or a stop: the next term's sync tries
+// again), when kube-apiserver refused it because f's namespace is going or
+// gone (the event would be refused too), or when f itself is gone.
+func failureToTell(ctx context.Context, err error, f *v1alpha1.Flock) bool {
+	return ctx.Err() == nil && !namespaceRefused(err, f.Namespace) && !flockGone(err, f)
+}
+
 // flockGone reports whether err, and every error it joins or aggregates,
 // is flock-apiserver answering a write of Flock f with 404: f was deleted.
 func flockGone(err error, f *v1alpha1.Flock) bool {

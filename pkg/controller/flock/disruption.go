@@ -186,7 +186,7 @@ func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error
 			return nil
 		}
 		if _, err := c.kubeClient.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
-			if !namespaceRefused(err, ns) {
+			if failureToTell(ctx, err, f) {
 				c.recorder.Eventf(flockRef(f), corev1.EventTypeWarning, "FailedCreate", "create PodDisruptionBudget %s failed: %v", name, err)
 			}
 			return err

@@ -125,7 +125,9 @@ func (fc *defaultFlockControl) followMembers(ctx context.Context, s *snapshot) (
 		applied = true
 	})
 	if err != nil {
-		fc.event(f, corev1.EventTypeWarning, "FailedFollow", "recording the nodes members' pods run on failed: %v", err)
+		if failureToTell(ctx, err, f) {
+			fc.event(f, corev1.EventTypeWarning, "FailedFollow", "recording the nodes members' pods run on failed: %v", err)
+		}
 		return nil, fmt.Errorf("recording followed member nodes: %w", err)
 	}
 	if !applied {

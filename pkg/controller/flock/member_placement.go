@@ -180,7 +180,7 @@ func (fc *defaultFlockControl) placeMembers(ctx context.Context, s *snapshot) (*
 		})
 	})
 	if err != nil {
-		if !flockGone(err, f) {
+		if failureToTell(ctx, err, f) {
 			fc.event(f, corev1.EventTypeWarning, "FailedPlacement", "recording the nodes of new members failed: %v", err)
 		}
 		return nil, fmt.Errorf("recording member nodes: %w", err)

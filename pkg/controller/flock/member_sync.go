@@ -326,7 +326,7 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord 
 			return memberOutcome{wait: true, changed: true, err: data.runAfter(ctx, nil)}
 		case err != nil:
 			fc.created.forget(key)
-			if !namespaceRefused(err, f.Namespace) {
+			if failureToTell(ctx, err, f) {
 				fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create Pod %s for member %d on node %s failed: %v", name, ord, m.Node, err)
 			}
 			return memberOutcome{wait: true, changed: true, err: data.runAfter(ctx, fmt.Errorf("creating pod %s/%s: %w", f.Namespace, name, err))}

@@ -355,7 +355,7 @@ func (d *dataSyncer) ensureClaim(ctx context.Context, f *v1alpha1.Flock, ord int
 	if apierrors.IsNotFound(err) {
 		created, err := d.data.CreateClaim(ctx, NewMemberClaim(f, ord, volume))
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			if !namespaceRefused(err, f.Namespace) {
+			if failureToTell(ctx, err, f) {
 				d.event(f, corev1.EventTypeWarning, "FailedCreate", "create PersistentVolumeClaim %s for member %d failed: %v", name, ord, err)
 			}
 			return waiting(volume, "", "creating claim %s failed", name), nil, fmt.Errorf("creating claim %s/%s: %w", f.Namespace, name, err)

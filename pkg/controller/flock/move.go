@@ -183,7 +183,9 @@ func (fc *defaultFlockControl) moveMembers(ctx context.Context, s *snapshot) (*v
 		}
 	})
 	if err != nil {
-		fc.event(f, corev1.EventTypeWarning, "FailedMove", "recording planned member moves failed: %v", err)
+		if failureToTell(ctx, err, f) {
+			fc.event(f, corev1.EventTypeWarning, "FailedMove", "recording planned member moves failed: %v", err)
+		}
 		return nil, 0, fmt.Errorf("recording planned member moves: %w", err)
 	}
 	for _, ord := range canceled {

@@ -171,7 +171,9 @@ func (fc *defaultFlockControl) recoverMembers(ctx context.Context, s *snapshot) 
 		}
 	})
 	if err != nil {
-		fc.event(f, corev1.EventTypeWarning, "FailedReassign", "recording the new nodes of members on lost nodes failed: %v", err)
+		if failureToTell(ctx, err, f) {
+			fc.event(f, corev1.EventTypeWarning, "FailedReassign", "recording the new nodes of members on lost nodes failed: %v", err)
+		}
 		return nil, recoveryPlan{}, fmt.Errorf("recording reassigned members: %w", err)
 	}
 	for _, ord := range moved {

@@ -128,7 +128,7 @@ func (fc *defaultFlockControl) createRevision(ctx context.Context, f *v1alpha1.F
 		// revision's event brings us back.
 		return own, nil
 	default:
-		if !namespaceRefused(err, f.Namespace) {
+		if failureToTell(ctx, err, f) {
 			fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create ControllerRevision %s failed: %v", cr.Name, err)
 		}
 		return own, fmt.Errorf("creating ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err)

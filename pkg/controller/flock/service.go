@@ -130,7 +130,7 @@ func (fc *defaultFlockControl) syncService(ctx context.Context, f *v1alpha1.Floc
 				// The cache is behind; the Service's event brings us back.
 				return metav1.Condition{}, nil
 			}
-			if !namespaceRefused(err, f.Namespace) {
+			if failureToTell(ctx, err, f) {
 				fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create Service %s failed: %v", name, err)
 			}
 			return serviceCond(metav1.ConditionFalse, ReasonServiceMissing, "creating Service %s failed: %v", name, err), err

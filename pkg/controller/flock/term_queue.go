@@ -105,6 +105,12 @@ func processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[str
 	}
 	ns, _, _ := cache.SplitMetaNamespaceKey(key)
 	switch {
+	case ctx.Err() != nil:
+		// The term ended (a lost lease or a stop) during the sync; the
+		// next term syncs every Flock again.
+		klog.FromContext(ctx).V(2).Info("Sync cut short by the end of the controller's term", "key", key, "err", err)
+		q.Forget(key)
+		return true
 	case namespaceGone(err, ns) && namespaceRefused(err, ns):
 		// Tried again with backoff, quietly: the controller of Flocks
 		// whose namespace is gone deletes the Flock, or the namespace

@@ -24,7 +24,9 @@ func (fc *defaultFlockControl) deletePod(ctx context.Context, f *v1alpha1.Flock,
 		why += "; forced: its node " + PinnedNode(pod) + " cannot confirm"
 	}
 	if err := fc.removePod(ctx, pod, force); err != nil {
-		fc.event(f, corev1.EventTypeWarning, "FailedDelete", "delete Pod %s (%s) failed: %v", pod.Name, why, err)
+		if failureToTell(ctx, err, f) {
+			fc.event(f, corev1.EventTypeWarning, "FailedDelete", "delete Pod %s (%s) failed: %v", pod.Name, why, err)
+		}
 		return err
 	}
 	fc.event(f, corev1.EventTypeNormal, "SuccessfulDelete", "deleted Pod %s (%s)", pod.Name, why)
