@@ -1,6 +1,7 @@
 package flock
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
@@ -102,18 +104,10 @@ func TestDisruptionBudgetFollowsAScaleOverAStaleCache(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	flockFactory := flockinformers.NewSharedInformerFactory(flockfake.NewSimpleClientset(), 0)
-	kubeFactory := informers.NewSharedInformerFactory(kubeClient, 0)
-	recorder := record.NewFakeRecorder(10)
-	c, err := NewDisruptionBudgetController(ctx, kubeClient, flockFactory.Flock().V1alpha1().Flocks(),
-		kubeFactory.Policy().V1().PodDisruptionBudgets(), recorder)
-	if err != nil {
+	c, flocks, budgets, recorder := newBudgetController(ctx, t, kubeClient)
+	if err := flocks.Add(fl); err != nil {
 		t.Fatal(err)
 	}
-	if err := flockFactory.Flock().V1alpha1().Flocks().Informer().GetIndexer().Add(fl); err != nil {
-		t.Fatal(err)
-	}
-	budgets := kubeFactory.Policy().V1().PodDisruptionBudgets().Informer().GetIndexer()
 	if err := budgets.Add(stale); err != nil {
 		t.Fatal(err)
 	}
@@ -162,15 +156,7 @@ func TestDisruptionBudgetFollowsAScaleOverAStaleCache(t *testing.T) {
 func TestDisruptionBudgetFromTheFirstMemberPod(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	kubeClient := k8sfake.NewClientset()
-	flockFactory := flockinformers.NewSharedInformerFactory(flockfake.NewSimpleClientset(), 0)
-	kubeFactory := informers.NewSharedInformerFactory(kubeClient, 0)
-	c, err := NewDisruptionBudgetController(ctx, kubeClient, flockFactory.Flock().V1alpha1().Flocks(),
-		kubeFactory.Policy().V1().PodDisruptionBudgets(), record.NewFakeRecorder(10))
-	if err != nil {
-		t.Fatal(err)
-	}
-	flocks := flockFactory.Flock().V1alpha1().Flocks().Informer().GetIndexer()
-	budgets := kubeFactory.Policy().V1().PodDisruptionBudgets().Informer().GetIndexer()
+	c, flocks, budgets, _ := newBudgetController(ctx, t, kubeClient)
 	syncWith := func(fl *v1alpha1.Flock) *policyv1.PodDisruptionBudget {
 		t.Helper()
 		if err := flocks.Update(fl); err != nil {
@@ -218,4 +204,19 @@ func TestDisruptionBudgetFromTheFirstMemberPod(t *testing.T) {
 	if pdb := syncWith(none); pdb != nil {
 		t.Fatalf("budget %+v with policy None", pdb.Spec)
 	}
+}
+
+// newBudgetController returns a budget controller on kubeClient whose
+// informers are not started: a test fills their caches (the returned
+// indexers of Flocks and budgets) and calls sync itself.
+func newBudgetController(ctx context.Context, t *testing.T, kubeClient *k8sfake.Clientset) (*DisruptionBudgetController, cache.Indexer, cache.Indexer, *record.FakeRecorder) {
+	t.Helper()
+	flockInformer := flockinformers.NewSharedInformerFactory(flockfake.NewSimpleClientset(), 0).Flock().V1alpha1().Flocks()
+	budgetInformer := informers.NewSharedInformerFactory(kubeClient, 0).Policy().V1().PodDisruptionBudgets()
+	recorder := record.NewFakeRecorder(10)
+	c, err := NewDisruptionBudgetController(ctx, kubeClient, flockInformer, budgetInformer, recorder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, flockInformer.Informer().GetIndexer(), budgetInformer.Informer().GetIndexer(), recorder
 }
