@@ -107,10 +107,16 @@ func sumCounters(text, source string, out pvSums) {
 			continue
 		}
 		if name == "apiserver_request_total" {
-			// kube-apiserver's own: flock-apiserver's count the
-			// Flock API's requests, not writes to the core cluster.
-			if key := writeKey(rest[:i]); key != "" && source == "kube-apiserver" {
-				out[key] += v
+			// kube-apiserver's writes to the core cluster, and
+			// flock-apiserver's to the Flock API (its own etcd),
+			// counted apart.
+			if key := writeKey(rest[:i]); key != "" {
+				switch source {
+				case "kube-apiserver":
+					out[key] += v
+				case "flock-apiserver":
+					out[flockWritesKey+strings.TrimPrefix(key, writesKey)] += v
+				}
 			}
 			continue
 		}
@@ -169,11 +175,13 @@ func writeKey(labels string) string {
 	return writesKey + l["verb"] + " " + what
 }
 
-// writesKey prefixes a count of kube-apiserver's writes in pvSums;
-// conflictsKey a count of a process's requests refused with a conflict.
+// writesKey prefixes a count of kube-apiserver's writes in pvSums,
+// flockWritesKey one of flock-apiserver's (the Flock API's); conflictsKey
+// a count of a process's requests refused with a conflict.
 const (
-	writesKey    = "writes:"
-	conflictsKey = "conflicts:"
+	writesKey      = "writes:"
+	flockWritesKey = "flock-writes:"
+	conflictsKey   = "conflicts:"
 )
 
 // pvDiff returns the rows' values over a run of d from before to after,
@@ -214,6 +222,11 @@ func pvDiff(before, after pvSums, d time.Duration, members int) map[string]float
 		out[writesTotal] = writes / float64(members)
 	}
 	for k := range after {
+		if what, ok := strings.CutPrefix(k, flockWritesKey); ok && members > 0 && delta(k) > 0 {
+			out[flockWritesRow(what)] = delta(k) / float64(members)
+		}
+	}
+	for k := range after {
 		if who, ok := strings.CutPrefix(k, conflictsKey); ok && members > 0 && delta(k) > 0 {
 			out[conflictsRow(who)] = delta(k) / float64(members)
 		}
@@ -246,6 +259,12 @@ func writesRow(what string) string { return "writes per member: " + what }
 
 const writesTotal = "writes per member to kube-apiserver, all"
 
+// flockWritesRow is the row of flock-apiserver's writes what (the Flock
+// API's: a Flock's creates, its status) per member over a run.
+func flockWritesRow(what string) string { return flockWritesRowPrefix + what }
+
+const flockWritesRowPrefix = "writes per member to flock-apiserver: "
+
 // conflictsRow is the row of process who's requests refused with a
 // conflict (409), per member over a run.
 func conflictsRow(who string) string { return conflictsRowPrefix + who }
@@ -260,7 +279,7 @@ func (p *pvControllerRows) result() []row {
 	// 0 in the median of that kind's runs, or a write one run in eight
 	// made would show as if every run made it.
 	for name, r := range p.rows {
-		if !strings.HasPrefix(name, "writes per member: ") && !strings.HasPrefix(name, conflictsRowPrefix) {
+		if !strings.HasPrefix(name, "writes per member: ") && !strings.HasPrefix(name, flockWritesRowPrefix) && !strings.HasPrefix(name, conflictsRowPrefix) {
 			continue
 		}
 		for kind, xs := range r.Samples {
@@ -271,7 +290,7 @@ func (p *pvControllerRows) result() []row {
 		}
 	}
 	names := slices.Clone(pvRows)
-	for _, prefix := range []string{"CPU of ", writesTotal, "writes per member: ", conflictsRowPrefix} {
+	for _, prefix := range []string{"CPU of ", writesTotal, "writes per member: ", flockWritesRowPrefix, conflictsRowPrefix} {
 		for _, n := range slices.Sorted(maps.Keys(p.rows)) {
 			if strings.HasPrefix(n, prefix) {
 				names = append(names, n)
@@ -291,7 +310,8 @@ func printPVController(rows []row) {
 	caseName, _, _ := strings.Cut(strings.TrimPrefix(rows[0].Case, "PersistentVolume controller in "), ": ")
 	fmt.Printf("\nDuring the runs of the case %s: kube-controller-manager's PersistentVolume controller (one worker for the\n"+
 		"cluster's volumes), from its metrics and kube-apiserver's; the CPU each process used (%d cores here); kube-apiserver's\n"+
-		"writes per member (not dry runs; every writer: controllers, kwok, the node agent, events); medians:\n\n| | %s |\n|---|---|---|---|\n",
+		"writes per member (not dry runs; every writer: controllers, kwok, the node agent, events), and flock-apiserver's (the\n"+
+		"Flock API's: the Flocks' creates and their status); medians:\n\n| | %s |\n|---|---|---|---|\n",
 		caseName, runtime.NumCPU(), strings.Join(readyKinds, " | "))
 	for _, r := range rows {
 		_, name, _ := strings.Cut(r.Case, ": ")
