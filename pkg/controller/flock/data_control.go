@@ -6,6 +6,9 @@ package flock
 
 import (
 	"context"
+	"slices"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,7 +45,9 @@ type DataControl interface {
 	GetVolumeLive(ctx context.Context, name string) (*corev1.PersistentVolume, error)
 	ListVolumesLive(ctx context.Context, selector labels.Selector) ([]*corev1.PersistentVolume, error)
 
-	// GetClaim returns a PersistentVolumeClaim from the cache.
+	// GetClaim returns a PersistentVolumeClaim from the cache, or as this
+	// controller last wrote it while the cache still has the version that
+	// write replaced.
 	GetClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error)
 	// CreateClaim creates claim and returns it as created.
 	CreateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error)
@@ -62,13 +67,16 @@ type DataControl interface {
 // NewDataControl returns the DataControl that writes through client and
 // reads through the listers.
 func NewDataControl(client kubernetes.Interface, volumeLister corelisters.PersistentVolumeLister, claimLister corelisters.PersistentVolumeClaimLister) DataControl {
-	return &realDataControl{client: client, volumeLister: volumeLister, claimLister: claimLister}
+	return &realDataControl{client: client, volumeLister: volumeLister, claimLister: claimLister, now: time.Now}
 }
 
 type realDataControl struct {
 	client       kubernetes.Interface
 	volumeLister corelisters.PersistentVolumeLister
 	claimLister  corelisters.PersistentVolumeClaimLister
+	// claims are the claims this controller wrote, until the cache has them.
+	claims writtenClaims
+	now    func() time.Time
 }
 
 var _ DataControl = &realDataControl{}
@@ -123,7 +131,11 @@ func (c *realDataControl) GetClaimLive(ctx context.Context, namespace, name stri
 }
 
 func (c *realDataControl) GetClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
-	return c.claimLister.PersistentVolumeClaims(namespace).Get(name)
+	claim, err := c.claimLister.PersistentVolumeClaims(namespace).Get(name)
+	if err != nil {
+		return claim, err
+	}
+	return c.claims.latest(claim, c.now()), nil
 }
 
 func (c *realDataControl) CreateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
@@ -131,11 +143,88 @@ func (c *realDataControl) CreateClaim(ctx context.Context, claim *corev1.Persist
 }
 
 func (c *realDataControl) UpdateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
-	return c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Update(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+	written, err := c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Update(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err == nil {
+		c.claims.record(claim, written, c.now())
+	}
+	return written, err
 }
 
 func (c *realDataControl) UpdateClaimStatus(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
-	return c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+	written, err := c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{FieldManager: FieldManager})
+	if err == nil {
+		c.claims.record(claim, written, c.now())
+	}
+	return written, err
+}
+
+// writtenClaimTTL bounds how long a written claim is kept when no read
+// comes to drop it (the claim was deleted, or no sync read it again).
+const writtenClaimTTL = 2 * time.Minute
+
+// writtenClaims remembers, by UID, each claim as this controller last wrote
+// it (completing its binding) and the resourceVersion that write replaced.
+// A sync that follows the write within milliseconds (the volume's mark, the
+// pod's event) read the claim from a cache that did not have the write yet:
+// it completed the binding again, from the old version, and the server
+// refused that with a conflict (about one claim in ten at 50 x 3 members, in
+// session 37's audit log of kube-apiserver). A cached claim at the replaced
+// version is behind the write, and the write is the fresher copy; at any
+// other version (the write itself, or a later one of someone else's) the
+// cache is trusted and the entry goes, as for the Flocks (written.go).
+type writtenClaims struct {
+	mu sync.Mutex
+	m  map[types.UID]writtenClaim
+}
+
+type writtenClaim struct {
+	claim *corev1.PersistentVolumeClaim
+	// replaced are the versions the write made old: the one it was based
+	// on and, when that was this controller's previous write, the ones
+	// that write replaced.
+	replaced []string
+	at       time.Time
+}
+
+// record notes that base, a claim read from the cache, was written as
+// written.
+func (w *writtenClaims) record(base, written *corev1.PersistentVolumeClaim, now time.Time) {
+	if base == nil || written == nil || written.UID != base.UID || written.ResourceVersion == base.ResourceVersion {
+		return
+	}
+	kept, _ := TrimClaim(written.DeepCopy()) // as the informer caches it
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[types.UID]writtenClaim{}
+	}
+	for uid, e := range w.m {
+		if now.Sub(e.at) > writtenClaimTTL {
+			delete(w.m, uid)
+		}
+	}
+	replaced := []string{base.ResourceVersion}
+	if e, ok := w.m[written.UID]; ok && e.claim.ResourceVersion == base.ResourceVersion {
+		replaced = append(replaced, e.replaced...)
+	}
+	replaced = replaced[:min(len(replaced), maxReplacedVersions)]
+	w.m[written.UID] = writtenClaim{claim: kept.(*corev1.PersistentVolumeClaim), replaced: replaced, at: now}
+}
+
+// latest returns the fresher of cached and this controller's last write of
+// it (read-only, as cached objects are).
+func (w *writtenClaims) latest(cached *corev1.PersistentVolumeClaim, now time.Time) *corev1.PersistentVolumeClaim {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.m[cached.UID]
+	if !ok {
+		return cached
+	}
+	if slices.Contains(e.replaced, cached.ResourceVersion) && now.Sub(e.at) <= writtenClaimTTL {
+		return e.claim
+	}
+	delete(w.m, cached.UID)
+	return cached
 }
 
 func (c *realDataControl) DeleteClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {

@@ -1,0 +1,111 @@
+package flock
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+)
+
+// A sync right after the controller completed a claim's binding reads the
+// claim as written while the cache still has the version the write
+// replaced, so it does not complete the binding again from that version
+// (which the server refuses with a conflict). Once the cache moves on, by
+// the write itself or by someone else's, the cache is read again.
+func TestClaimReadAfterItsWriteIsTheWrite(t *testing.T) {
+	claims := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	cached := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "data-pg-0", UID: "c-1", ResourceVersion: "10"},
+		Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: "pv-0"},
+		Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimPending},
+	}
+	if err := claims.Add(cached); err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset()
+	rv := 10
+	client.PrependReactor("update", "persistentvolumeclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		claim := a.(clienttesting.UpdateAction).GetObject().(*corev1.PersistentVolumeClaim).DeepCopy()
+		rv++
+		claim.ResourceVersion = strconv.Itoa(rv)
+		claim.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: FieldManager}}
+		return true, claim, nil
+	})
+	now := time.Unix(1000, 0)
+	dc := &realDataControl{client: client, claimLister: corelisters.NewPersistentVolumeClaimLister(claims), now: func() time.Time { return now }}
+	read := func() *corev1.PersistentVolumeClaim {
+		t.Helper()
+		c, err := dc.GetClaim("ns", "data-pg-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+
+	if got := read(); got != cached {
+		t.Fatalf("before any write: read %s, want the cached claim", got.ResourceVersion)
+	}
+	upd := cached.DeepCopy()
+	upd.Status.Phase = corev1.ClaimBound
+	upd.Status.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}
+	if _, err := dc.UpdateClaimStatus(context.Background(), upd); err != nil {
+		t.Fatal(err)
+	}
+	got := read()
+	if got.ResourceVersion != "11" || got.Status.Phase != corev1.ClaimBound {
+		t.Fatalf("right after the status write, with the cache at 10: read version %s phase %s, want the write (11, Bound)", got.ResourceVersion, got.Status.Phase)
+	}
+	if got.ManagedFields != nil || got.Status.AccessModes != nil {
+		t.Errorf("the written claim is read as the cache keeps it (TrimClaim): managedFields %v, access modes %v", got.ManagedFields, got.Status.AccessModes)
+	}
+
+	// A second write based on the first (the annotation in an update of
+	// its own): a cache still at 10 is behind both.
+	upd = got.DeepCopy()
+	upd.Annotations = map[string]string{annBindCompleted: "yes"}
+	if _, err := dc.UpdateClaim(context.Background(), upd); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got.ResourceVersion != "12" {
+		t.Errorf("after two writes in a row, with the cache at 10: read version %s, want 12", got.ResourceVersion)
+	}
+
+	// The cache moves on: someone else's write, newer than ours.
+	later := cached.DeepCopy()
+	later.ResourceVersion = "13"
+	later.Status.Phase = corev1.ClaimLost
+	if err := claims.Update(later); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got.ResourceVersion != "13" || got.Status.Phase != corev1.ClaimLost {
+		t.Errorf("with the cache past the write: read version %s phase %s, want the cache's (13, Lost)", got.ResourceVersion, got.Status.Phase)
+	}
+	// And the entry is gone: the cache back at an old version (a relist
+	// cannot do that, but a test can) is read as it is.
+	if err := claims.Update(cached); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got.ResourceVersion != "10" {
+		t.Errorf("once the cache moved past the write, the write is forgotten: read version %s, want 10", got.ResourceVersion)
+	}
+
+	// A write the cache never catches up with (no sync read the claim
+	// again) is kept at most writtenClaimTTL.
+	upd = cached.DeepCopy()
+	upd.Status.Phase = corev1.ClaimBound
+	if _, err := dc.UpdateClaimStatus(context.Background(), upd); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(writtenClaimTTL + time.Second)
+	if got := read(); got.ResourceVersion != "10" {
+		t.Errorf("a write older than writtenClaimTTL: read version %s, want the cache's 10", got.ResourceVersion)
+	}
+}
