@@ -6,8 +6,6 @@ package flock
 
 import (
 	"context"
-	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -135,7 +133,7 @@ func (c *realDataControl) GetClaim(namespace, name string) (*corev1.PersistentVo
 	if err != nil {
 		return claim, err
 	}
-	return c.claims.latest(claim, c.now()), nil
+	return c.claims.latest(claim), nil
 }
 
 func (c *realDataControl) CreateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
@@ -158,75 +156,6 @@ func (c *realDataControl) UpdateClaimStatus(ctx context.Context, claim *corev1.P
 	return written, err
 }
 
-// writtenClaimTTL bounds how long a written claim is kept when no read
-// comes to drop it (the claim was deleted, or no sync read it again).
-const writtenClaimTTL = 2 * time.Minute
-
-// writtenClaims remembers, by UID, each claim as this controller last wrote
-// it (completing its binding) and the resourceVersion that write replaced.
-// A sync that follows the write within milliseconds (the volume's mark, the
-// pod's event) read the claim from a cache that did not have the write yet:
-// it completed the binding again, from the old version, and the server
-// refused that with a conflict (about one claim in ten at 50 x 3 members, in
-// session 37's audit log of kube-apiserver). A cached claim at the replaced
-// version is behind the write, and the write is the fresher copy; at any
-// other version (the write itself, or a later one of someone else's) the
-// cache is trusted and the entry goes, as for the Flocks (written.go).
-type writtenClaims struct {
-	mu sync.Mutex
-	m  map[types.UID]writtenClaim
-}
-
-type writtenClaim struct {
-	claim *corev1.PersistentVolumeClaim
-	// replaced are the versions the write made old: the one it was based
-	// on and, when that was this controller's previous write, the ones
-	// that write replaced.
-	replaced []string
-	at       time.Time
-}
-
-// record notes that base, a claim read from the cache, was written as
-// written.
-func (w *writtenClaims) record(base, written *corev1.PersistentVolumeClaim, now time.Time) {
-	if base == nil || written == nil || written.UID != base.UID || written.ResourceVersion == base.ResourceVersion {
-		return
-	}
-	kept, _ := TrimClaim(written.DeepCopy()) // as the informer caches it
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.m == nil {
-		w.m = map[types.UID]writtenClaim{}
-	}
-	for uid, e := range w.m {
-		if now.Sub(e.at) > writtenClaimTTL {
-			delete(w.m, uid)
-		}
-	}
-	replaced := []string{base.ResourceVersion}
-	if e, ok := w.m[written.UID]; ok && e.claim.ResourceVersion == base.ResourceVersion {
-		replaced = append(replaced, e.replaced...)
-	}
-	replaced = replaced[:min(len(replaced), maxReplacedVersions)]
-	w.m[written.UID] = writtenClaim{claim: kept.(*corev1.PersistentVolumeClaim), replaced: replaced, at: now}
-}
-
-// latest returns the fresher of cached and this controller's last write of
-// it (read-only, as cached objects are).
-func (w *writtenClaims) latest(cached *corev1.PersistentVolumeClaim, now time.Time) *corev1.PersistentVolumeClaim {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	e, ok := w.m[cached.UID]
-	if !ok {
-		return cached
-	}
-	if slices.Contains(e.replaced, cached.ResourceVersion) && now.Sub(e.at) <= writtenClaimTTL {
-		return e.claim
-	}
-	delete(w.m, cached.UID)
-	return cached
-}
-
 func (c *realDataControl) DeleteClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
 	uid := claim.UID
 	err := c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Delete(ctx, claim.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
@@ -234,4 +163,27 @@ func (c *realDataControl) DeleteClaim(ctx context.Context, claim *corev1.Persist
 		return nil
 	}
 	return err
+}
+
+// writtenClaims are the claims whose binding this controller completed
+// (completeBind), until its cache has them. A sync that follows the write
+// within milliseconds (the volume's mark, the pod's event) read the claim
+// from a cache that did not have the write yet: it completed the binding
+// again, from the old version, and the server refused that with a conflict
+// (7 of 317 completions at 50 x 3 in session 37's audit log of
+// kube-apiserver).
+type writtenClaims struct {
+	writtenObjects[*corev1.PersistentVolumeClaim]
+}
+
+// record notes that base, a claim this controller read, was written as
+// written.
+func (w *writtenClaims) record(base, written *corev1.PersistentVolumeClaim, now time.Time) {
+	if base == nil || written == nil {
+		return
+	}
+	w.writtenObjects.record(base, written, func() *corev1.PersistentVolumeClaim {
+		kept, _ := TrimClaim(written.DeepCopy()) // as the informer caches it
+		return kept.(*corev1.PersistentVolumeClaim)
+	}, now)
 }

@@ -98,14 +98,19 @@ func TestClaimReadAfterItsWriteIsTheWrite(t *testing.T) {
 	}
 
 	// A write the cache never catches up with (no sync read the claim
-	// again) is kept at most writtenClaimTTL.
+	// again) is dropped after writtenTTL, on the next write.
 	upd = cached.DeepCopy()
 	upd.Status.Phase = corev1.ClaimBound
 	if _, err := dc.UpdateClaimStatus(context.Background(), upd); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(writtenClaimTTL + time.Second)
-	if got := read(); got.ResourceVersion != "10" {
-		t.Errorf("a write older than writtenClaimTTL: read version %s, want the cache's 10", got.ResourceVersion)
+	now = now.Add(writtenTTL + time.Second)
+	other := cached.DeepCopy()
+	other.Name, other.UID = "data-pg-1", "c-2"
+	if _, err := dc.UpdateClaimStatus(context.Background(), other); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got.ResourceVersion != "10" || dc.claims.len() != 1 {
+		t.Errorf("a write older than writtenTTL: read version %s, want the cache's 10; %d claims remembered, want 1", got.ResourceVersion, dc.claims.len())
 	}
 }

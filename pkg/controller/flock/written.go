@@ -1,6 +1,6 @@
-// File written.go: the Flocks this controller wrote last, until its cache
-// shows them, so that a sync right after a write starts from what was
-// written instead of failing its status write on a conflict (issue 17).
+// File written.go: the Flocks and claims this controller wrote last, until
+// its cache shows them, so that a sync right after a write starts from what
+// was written instead of failing its next write on a conflict (issue 17).
 
 package flock
 
@@ -11,101 +11,129 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
 
-// writtenFlockTTL bounds how long a written Flock is kept when no sync
-// comes to drop it (the Flock was deleted, or its cache moved on).
-const writtenFlockTTL = 2 * time.Minute
+// writtenTTL bounds how long a written object is kept when no sync comes
+// to drop it (the object was deleted, or its cache moved on).
+const writtenTTL = 2 * time.Minute
 
 // maxReplacedVersions bounds the resourceVersions remembered as older than
-// a written Flock.
+// a written object.
 const maxReplacedVersions = 8
 
-// writtenFlocks remembers, by UID, the Flock as this controller last wrote
-// it and the resourceVersions that write made old: the version each write
-// was based on, and each earlier write of this controller. A cached Flock
-// at one of those versions is behind the controller's own write, and the
-// write is the fresher copy: with it, the next sync sees the members it
-// just placed and its status write is based on the version the server
-// has, not a stale one that fails with a conflict (a conflict costs a
-// read, a backoff and a second write). A cached Flock at any other version
+// writtenObjects remembers, by UID, objects as this controller last wrote
+// them and the resourceVersions those writes made old: the version each
+// write was based on, and each earlier write of this controller. A cached
+// object at one of those versions is behind the controller's own write,
+// and the write is the fresher copy. A cached object at any other version
 // (the write itself, or someone else's later one) is the cache's to trust,
 // and the entry goes.
-type writtenFlocks struct {
+//
+// Flocks (writtenFlocks): with it, the next sync sees the members it just
+// placed and its status write is based on the version the server has, not
+// a stale one that fails with a conflict (a conflict costs a read, a
+// backoff and a second write). Claims (writtenClaims): the next sync does
+// not complete a claim's binding again from the version before it.
+type writtenObjects[T metav1.Object] struct {
 	mu sync.Mutex
-	m  map[types.UID]*writtenFlock
+	m  map[types.UID]*writtenObject[T]
 }
 
-type writtenFlock struct {
-	flock    *v1alpha1.Flock
+type writtenObject[T metav1.Object] struct {
+	obj      T
 	replaced []string
 	at       time.Time
 }
 
-// record notes that base, a Flock this controller read, was written as
-// written. Nothing is noted when the write changed nothing.
-func (w *writtenFlocks) record(base, written *v1alpha1.Flock, now time.Time) {
-	if base == nil || written == nil || written.UID != base.UID || written.ResourceVersion == base.ResourceVersion {
+// record notes that base, an object this controller read, was written as
+// written; kept makes the copy to remember (as the informer caches it).
+// Nothing is noted when the write changed nothing.
+func (w *writtenObjects[T]) record(base, written T, kept func() T, now time.Time) {
+	if written.GetUID() != base.GetUID() || written.GetResourceVersion() == base.GetResourceVersion() {
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.m == nil {
-		w.m = map[types.UID]*writtenFlock{}
+		w.m = map[types.UID]*writtenObject[T]{}
 	}
 	for uid, e := range w.m {
-		if now.Sub(e.at) > writtenFlockTTL {
+		if now.Sub(e.at) > writtenTTL {
 			delete(w.m, uid)
 		}
 	}
 	// Newest first; the oldest go beyond maxReplacedVersions.
-	replaced := []string{base.ResourceVersion}
-	if e := w.m[written.UID]; e != nil {
-		for _, rv := range append([]string{e.flock.ResourceVersion}, e.replaced...) {
+	replaced := []string{base.GetResourceVersion()}
+	if e := w.m[written.GetUID()]; e != nil {
+		for _, rv := range append([]string{e.obj.GetResourceVersion()}, e.replaced...) {
 			if !slices.Contains(replaced, rv) && len(replaced) < maxReplacedVersions {
 				replaced = append(replaced, rv)
 			}
 		}
 	}
-	kept := written.DeepCopy()
-	kept.ManagedFields = nil // as the informer caches it
-	w.m[written.UID] = &writtenFlock{flock: kept, replaced: replaced, at: now}
+	w.m[written.GetUID()] = &writtenObject[T]{obj: kept(), replaced: replaced, at: now}
 }
 
 // latest returns the fresher of cached and this controller's last write
 // of it (read-only, as cached objects are).
-func (w *writtenFlocks) latest(cached *v1alpha1.Flock) *v1alpha1.Flock {
+func (w *writtenObjects[T]) latest(cached T) T {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	e := w.m[cached.UID]
+	e := w.m[cached.GetUID()]
 	if e == nil {
 		return cached
 	}
-	if slices.Contains(e.replaced, cached.ResourceVersion) {
-		return e.flock
+	if slices.Contains(e.replaced, cached.GetResourceVersion()) {
+		return e.obj
 	}
-	delete(w.m, cached.UID)
+	delete(w.m, cached.GetUID())
 	return cached
 }
 
-// observed forgets the write of f, a Flock its informer delivered, once
-// the cache shows that write or a later version.
-func (w *writtenFlocks) observed(f *v1alpha1.Flock) {
+// observed forgets the write of obj, an object its informer delivered,
+// once the cache shows that write or a later version.
+func (w *writtenObjects[T]) observed(obj T) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if e := w.m[f.UID]; e != nil && !slices.Contains(e.replaced, f.ResourceVersion) {
-		delete(w.m, f.UID)
+	if e := w.m[obj.GetUID()]; e != nil && !slices.Contains(e.replaced, obj.GetResourceVersion()) {
+		delete(w.m, obj.GetUID())
 	}
 }
 
-// forget forgets the write of a deleted Flock.
-func (w *writtenFlocks) forget(uid types.UID) {
+// forget forgets the write of a deleted object.
+func (w *writtenObjects[T]) forget(uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.m, uid)
+}
+
+// len returns how many written objects are remembered.
+func (w *writtenObjects[T]) len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.m)
+}
+
+// writtenFlocks are the Flocks this controller wrote last.
+type writtenFlocks struct {
+	writtenObjects[*v1alpha1.Flock]
+}
+
+// record notes that base, a Flock this controller read, was written as
+// written.
+func (w *writtenFlocks) record(base, written *v1alpha1.Flock, now time.Time) {
+	if base == nil || written == nil {
+		return
+	}
+	w.writtenObjects.record(base, written, func() *v1alpha1.Flock {
+		kept := written.DeepCopy()
+		kept.ManagedFields = nil // as the informer caches it
+		return kept
+	}, now)
 }
 
 // flockObserver is a FlockControl that hears the Flocks its informer
@@ -127,13 +155,6 @@ func (fc *defaultFlockControl) flockDeleted(obj any) {
 	if f, ok := unwrapDeleted[*v1alpha1.Flock](obj); ok {
 		fc.written.forget(f.UID)
 	}
-}
-
-// len returns how many written Flocks are remembered.
-func (w *writtenFlocks) len() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.m)
 }
 
 // recordingStatusUpdater is a StatusUpdater that notes each status it

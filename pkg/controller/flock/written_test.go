@@ -66,7 +66,7 @@ func TestWrittenFlocks(t *testing.T) {
 	// A write no sync ever comes back for is dropped after the TTL, on
 	// the next record.
 	w.record(v1, v2, now)
-	w.record(flockAt("b", "1", 0), flockAt("b", "2", 0), now.Add(writtenFlockTTL+time.Second))
+	w.record(flockAt("b", "1", 0), flockAt("b", "2", 0), now.Add(writtenTTL+time.Second))
 	if w.len() != 1 {
 		t.Errorf("%d remembered, want only the fresh one", w.len())
 	}
