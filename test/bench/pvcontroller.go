@@ -88,7 +88,8 @@ func pvSample(ctx context.Context, c *cluster.Cluster) (pvSums, error) {
 
 // sumCounters adds to out, for each of pvCounters, the values of the lines
 // of text (Prometheus' text format) of its metric that carry its labels;
-// kube-apiserver's writes (writeKey); and the requests of the clients of
+// kube-apiserver's writes and flock-apiserver's (writeOf, under writesKey and
+// flockWritesKey); and the requests of the clients of
 // process source that kube-apiserver refused with a conflict (client-go's
 // rest_client_requests_total, code 409), which say whose write lost a race.
 func sumCounters(text, source string, out pvSums) {
@@ -110,12 +111,12 @@ func sumCounters(text, source string, out pvSums) {
 			// kube-apiserver's writes to the core cluster, and
 			// flock-apiserver's to the Flock API (its own etcd),
 			// counted apart.
-			if key := writeKey(rest[:i]); key != "" {
+			if what := writeOf(rest[:i]); what != "" {
 				switch source {
 				case "kube-apiserver":
-					out[key] += v
+					out[writesKey+what] += v
 				case "flock-apiserver":
-					out[flockWritesKey+strings.TrimPrefix(key, writesKey)] += v
+					out[flockWritesKey+what] += v
 				}
 			}
 			continue
@@ -141,12 +142,12 @@ func sumCounters(text, source string, out pvSums) {
 	}
 }
 
-// writeKey is the pvSums key of a kube-apiserver request count with
-// labels (Prometheus' text format, without the braces' end) when it
-// counts writes that were not dry runs: writeKey + "<verb> <resource>", the
-// subresource after a slash, the group after a dot, and a code other than
-// 2xx in parentheses.
-func writeKey(labels string) string {
+// writeOf names the write an API server's request count with labels
+// (Prometheus' text format, without the braces' end) counts, when it counts
+// writes that were not dry runs: "<verb> <resource>", the subresource after
+// a slash, the group after a dot, and a code other than 2xx in parentheses;
+// "" otherwise.
+func writeOf(labels string) string {
 	l := map[string]string{}
 	for part := range strings.SplitSeq(strings.TrimSuffix(labels, "}"), ",") {
 		k, v, ok := strings.Cut(part, "=")
@@ -172,7 +173,7 @@ func writeKey(labels string) string {
 	if code := l["code"]; code != "" && code[0] != '2' {
 		what += " (" + code + ")"
 	}
-	return writesKey + l["verb"] + " " + what
+	return l["verb"] + " " + what
 }
 
 // writesKey prefixes a count of kube-apiserver's writes in pvSums,
