@@ -136,6 +136,9 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 	}
 	broadcast := newEventBroadcaster(ctx)
 	recorder := broadcast.NewRecorder(flockscheme.Scheme, corev1.EventSource{Component: "flock-controller"})
+	if namespaces == nil {
+		namespaces = kubeFactory.Core().V1().Namespaces()
+	}
 	c, err := flockcontroller.NewController(ctx, flockcontroller.Clients{Members: kubeClient, Data: clients[1], Helpers: clients[2]}, flockClient,
 		flockFactory.Flock().V1alpha1().Flocks(),
 		kubeFactory.Core().V1().Pods(),
@@ -144,7 +147,7 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 		kubeFactory.Apps().V1().ControllerRevisions(),
 		kubeFactory.Core().V1().PersistentVolumes(),
 		kubeFactory.Core().V1().PersistentVolumeClaims(),
-		recorder, cfg.Options)
+		namespaces, recorder, cfg.Options)
 	if err != nil {
 		return nil, err
 	}
@@ -163,9 +166,6 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 		kubeFactory.Core().V1().PersistentVolumeClaims(), recorder)
 	if err != nil {
 		return nil, err
-	}
-	if namespaces == nil {
-		namespaces = kubeFactory.Core().V1().Namespaces()
 	}
 	orphans, err := flockcontroller.NewNamespaceGoneController(ctx, kubeClient, flockClient, flockFactory.Flock().V1alpha1().Flocks(), namespaces)
 	if err != nil {

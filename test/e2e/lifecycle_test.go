@@ -9,6 +9,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -23,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 
@@ -530,6 +532,157 @@ func TestLifecycleNamespaceFinalizedByHandDeletesItsFlock(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// While a namespace is being deleted and its Flock is not yet (flock.dev
+// cannot be discovered: the APIService points at a closed port, while
+// flock-apiserver runs on), kube-controller-manager deletes the namespace's
+// pods, claims and Service, and the Flock controller makes none of them
+// again: its namespace cache shows the namespace Terminating, and its syncs
+// create nothing, where they used to send creates that kube-apiserver
+// refused, again at each event of the teardown. Once the APIService is
+// back, the Flock and the namespace go.
+func TestLifecycleNamespaceBeingDeletedGetsNothingNew(t *testing.T) {
+	ns := newNamespace(t)
+	lcNodes(t, ns, 2)
+	const name = "frozen"
+	// The controller logs what its syncs skip at verbosity 2.
+	logFile := filepath.Join(env.LogDir(), "flock-apiserver.log")
+	logStart := fileSize(logFile)
+	if _, err := env.RestartFlockAPIServer(ctxFor(t), append(flockArgs(), "--v=2")); err != nil {
+		t.Fatalf("start flock-apiserver at verbosity 2: %v", err)
+	}
+	t.Cleanup(func() {
+		if _, err := env.RestartFlockAPIServer(context.Background(), flockArgs()); err != nil {
+			t.Errorf("start flock-apiserver again: %v", err)
+		}
+	})
+	createFlock(t, lcFlock(name, ns, 2))
+	waitFlockAvailable(t, ns, name)
+
+	restore := lcDivertAPIService(t)
+	if err := env.Kube.CoreV1().Namespaces().Delete(ctxFor(t), ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	key := `flock="` + ns + "/" + name + `"`
+	frozen := func(l string) bool {
+		return strings.Contains(l, "nothing is created for it") && strings.Contains(l, key)
+	}
+	eventually(t, lcTimeout, "namespace "+ns+" Terminating on flock.dev, its pods, claims and Service gone, the Flock's syncs creating nothing", func(ctx context.Context) error {
+		n, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if c := namespaceCondition(n, corev1.NamespaceDeletionDiscoveryFailure); c == nil || c.Status != corev1.ConditionTrue {
+			return fmt.Errorf("namespace %s, conditions %+v", n.Status.Phase, n.Status.Conditions)
+		}
+		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		claims, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		services, err := env.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if left := len(pods.Items) + len(claims.Items) + len(services.Items); left != 0 {
+			return fmt.Errorf("%d pods, %d claims, %d Services left", len(pods.Items), len(claims.Items), len(services.Items))
+		}
+		lines, err := logLinesFrom(logFile, logStart)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(lines, frozen) {
+			return fmt.Errorf("flock-apiserver has not logged a sync of %s/%s that creates nothing", ns, name)
+		}
+		return nil
+	})
+	// Every sync since the controller saw the namespace Terminating made
+	// nothing: no create was refused after that.
+	lines, err := logLinesFrom(logFile, logStart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lines[slices.IndexFunc(lines, frozen):] {
+		if strings.Contains(l, "its writes are refused") && strings.Contains(l, key) {
+			t.Errorf("a create for the Flock refused after its namespace was seen Terminating: %s", l)
+		}
+	}
+
+	restore()
+	eventually(t, lcTimeout, "the Flock and namespace "+ns+" gone", func(ctx context.Context) error {
+		if _, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("namespace %s: %v", ns, err)
+		}
+		if got, err := lcGet(ctx, ns, name); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("the Flock: %v (deletionTimestamp %v)", err, deletionOf(got))
+		}
+		return nil
+	})
+}
+
+// lcDivertAPIService points the APIService at a closed port, waits until
+// kube-apiserver holds it unavailable, and returns the function that points
+// it back and waits until it is Available again (also run when the test
+// ends, if the test did not).
+func lcDivertAPIService(t *testing.T) (restore func()) {
+	t.Helper()
+	path := "/apis/apiregistration.k8s.io/v1/apiservices/" + cluster.APIServiceName
+	rc := env.Kube.Discovery().RESTClient()
+	raw, err := rc.Get().AbsPath(path).DoRaw(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var svc struct {
+		Spec struct {
+			Service struct {
+				Port int32 `json:"port"`
+			} `json:"service"`
+		} `json:"spec"`
+	}
+	if err := json.Unmarshal(raw, &svc); err != nil || svc.Spec.Service.Port == 0 {
+		t.Fatalf("APIService %s: port %d, %v", cluster.APIServiceName, svc.Spec.Service.Port, err)
+	}
+	setPort := func(ctx context.Context, port int32) error {
+		return rc.Patch(types.MergePatchType).AbsPath(path).
+			Body([]byte(fmt.Sprintf(`{"spec":{"service":{"port":%d}}}`, port))).Do(ctx).Error()
+	}
+	restored := false
+	restore = func() {
+		t.Helper()
+		if restored {
+			return
+		}
+		restored = true
+		ctx, cancel := context.WithTimeout(context.Background(), lcTimeout)
+		defer cancel()
+		if err := setPort(ctx, svc.Spec.Service.Port); err != nil {
+			t.Errorf("point the APIService back at port %d: %v", svc.Spec.Service.Port, err)
+			return
+		}
+		// Not eventually: this may run as the test ends, its context done.
+		err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			ok, _ := env.APIServiceAvailable(ctx)
+			return ok, nil
+		})
+		if err != nil {
+			t.Errorf("APIService %s not Available again within %v", cluster.APIServiceName, lcTimeout)
+		}
+	}
+	t.Cleanup(restore)
+	if err := setPort(ctxFor(t), 1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, lcTimeout, "APIService "+cluster.APIServiceName+" unavailable", func(ctx context.Context) error {
+		if ok, _ := env.APIServiceAvailable(ctx); ok {
+			return fmt.Errorf("still Available")
+		}
+		return nil
+	})
+	return restore
 }
 
 // namespaceCondition returns n's condition of type ct, or nil.

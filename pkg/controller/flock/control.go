@@ -48,6 +48,17 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	// (a status write brings the next sync at once).
 	f = fc.written.latest(f)
 	deleting := f.DeletionTimestamp != nil
+	// A Flock whose namespace is being deleted is frozen as a deleted one
+	// is: it gets no placement, pods, data, revision or Service. Every
+	// create in that namespace would be refused (NamespaceLifecycle
+	// admission), each event of the namespace's teardown would bring a
+	// sync that tries again, and the namespace controller deletes the
+	// Flock next. Its syncs still report its status.
+	closing := !deleting && fc.namespaceClosing(f.Namespace)
+	if closing {
+		logger.V(2).Info("Flock's namespace is being deleted; nothing is created for it")
+	}
+	frozen := deleting || closing
 	replicas := replicasOf(f)
 	s, err := fc.takeSnapshot(f, selector, pods, now)
 	if err != nil {
@@ -68,7 +79,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	// whose node is not recorded in status, so the writes must succeed
 	// first.
 	var losses map[int32]nodeLoss
-	if !deleting {
+	if !frozen {
 		if f, err = fc.placeMembers(ctx, s); err != nil {
 			return Result{}, err
 		}
@@ -103,7 +114,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 
 	// 2b. Planned moves (flocks/move), once the members' pods are known:
 	// a moved member's new node is recorded before its pod is replaced.
-	if !deleting {
+	if !frozen {
 		var requeue time.Duration
 		if f, requeue, err = fc.moveMembers(ctx, s); err != nil {
 			return Result{}, err
@@ -114,7 +125,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	}
 
 	// A member that follows its volume is recorded where its pod runs.
-	if !deleting {
+	if !frozen {
 		if followed, err := fc.followMembers(ctx, s); err != nil {
 			errs = append(errs, err)
 		} else {
@@ -126,14 +137,14 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 
 	// 3. The template's revision; a new one is created after the members'
 	// writes (4), which do not need it.
-	plan, revisions, newRevision, err := fc.syncRevisions(ctx, f, rm, podByOrdinal)
+	plan, revisions, newRevision, err := fc.syncRevisions(ctx, f, rm, podByOrdinal, frozen)
 	if err != nil {
 		errs = append(errs, err)
 	}
 
 	// 4. Member pods and the rolling update.
 	blocked := blockedMembers(s, losses)
-	if !deleting {
+	if !frozen {
 		changed := map[int32]bool{}
 		dataBlocked := map[int32]blockage{}
 		if err := fc.syncMembers(ctx, s, plan, changed, dataBlocked); err != nil {
@@ -157,7 +168,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	// (issue 17). A new Flock's node-local members get no pod in its first
 	// sync (their helpers run first); a member with a claim template may,
 	// a moment before the Service, which is well before it runs.
-	svcCond, err := fc.syncService(ctx, f, rm)
+	svcCond, err := fc.syncService(ctx, f, rm, frozen)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -265,14 +276,15 @@ func (fc *defaultFlockControl) canAdopt(f *v1alpha1.Flock) func(ctx context.Cont
 // ControllerRevisions. flockClient is used
 // for live reads before adoption and to add and remove the data-cleanup
 // finalizer, flockLister to count every Flock's members per node,
-// nodeLister for placement and for telling why a member is blocked. opts
-// must be completed.
+// nodeLister for placement and for telling why a member is blocked,
+// namespaceLister (nil: none) for the namespaces being deleted. opts must be
+// completed.
 func NewDefaultFlockControl(members, helpers MemberControl, data DataControl, revisions RevisionControl, status StatusUpdater, flockClient versioned.Interface,
-	flockLister flocklisters.FlockLister, nodeLister corelisters.NodeLister, recorder record.EventRecorder, opts Options) FlockControl {
+	flockLister flocklisters.FlockLister, nodeLister corelisters.NodeLister, namespaceLister corelisters.NamespaceLister, recorder record.EventRecorder, opts Options) FlockControl {
 	written, paced := &writtenFlocks{}, newStatusPacer(statusSpacing, clock.RealClock{})
 	fc := &defaultFlockControl{
 		members: members, revisions: revisions, status: recordingStatusUpdater{StatusUpdater: status, written: written, paced: paced}, flockClient: flockClient,
-		flockLister: flockLister, nodeLister: nodeLister, recorder: recorder, opts: opts,
+		flockLister: flockLister, nodeLister: nodeLister, namespaceLister: namespaceLister, recorder: recorder, opts: opts,
 		lost: newNodeLossTracker(), written: written, paced: paced, created: &createdPods{},
 	}
 	fc.data = &dataSyncer{
@@ -288,4 +300,15 @@ func NewDefaultFlockControl(members, helpers MemberControl, data DataControl, re
 		agentGrace: opts.NodeAgentGrace,
 	}
 	return fc
+}
+
+// namespaceClosing reports whether the cache shows namespace ns being
+// deleted. A namespace the cache does not show is not: its creates are
+// tried, and their refusal tells (namespace_gone.go).
+func (fc *defaultFlockControl) namespaceClosing(ns string) bool {
+	if fc.namespaceLister == nil {
+		return false
+	}
+	n, err := fc.namespaceLister.Get(ns)
+	return err == nil && (n.DeletionTimestamp != nil || n.Status.Phase == corev1.NamespaceTerminating)
 }

@@ -1326,3 +1326,83 @@ func TestPlacedMessageNamesAtMostTenMembers(t *testing.T) {
 		t.Errorf("message %q", got)
 	}
 }
+
+// TestNamespaceBeingDeletedGetsNothingNew: once the namespace cache shows a
+// Flock's namespace being deleted, the teardown's deletes of its pods,
+// claims, Service and revision bring syncs that make none of them again
+// (each create would be refused, and tried again at the teardown's next
+// event) and that still write the status. With the namespace active, or
+// not in the cache, the same syncs make them all again.
+func TestNamespaceBeingDeletedGetsNothingNew(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		namespace   *corev1.Namespace
+		makesAnyway bool
+	}{
+		{name: "terminating", namespace: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace},
+			Status: corev1.NamespaceStatus{Phase: corev1.NamespaceTerminating}}},
+		{name: "deleted, phase not yet written", namespace: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace,
+			DeletionTimestamp: &metav1.Time{Time: decisionNow}}, Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}},
+		{name: "active", namespace: &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace},
+			Status: corev1.NamespaceStatus{Phase: corev1.NamespaceActive}}, makesAnyway: true},
+		{name: "not in the cache", makesAnyway: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newParallelFixture(t)
+			f.settle("pg")
+			if got := f.getFlock("pg").Status.ReadyReplicas; got != 3 {
+				t.Fatalf("readyReplicas = %d before the teardown, want 3", got)
+			}
+			if tc.namespace != nil {
+				if err := f.namespaces.Add(tc.namespace); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The namespace controller's teardown, as the caches show it.
+			for _, name := range f.podNames() {
+				f.deletePod(name)
+			}
+			for _, obj := range f.services.List() {
+				if err := f.services.Delete(obj); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, obj := range f.revisions.List() {
+				if err := f.revisions.Delete(obj); err != nil {
+					t.Fatal(err)
+				}
+			}
+			f.data.mu.Lock()
+			clear(f.data.claims)
+			dataWrites := len(f.data.ops)
+			f.data.mu.Unlock()
+			f.events()
+
+			f.settle("pg")
+
+			made := map[string]int{"pods": len(f.podNames()), "services": len(f.services.List()),
+				"revisions": len(f.revisions.List()), "claims": len(f.data.claims)}
+			for kind, n := range made {
+				// The new claims wait for volumes still bound to the
+				// old ones, and the pods for the claims.
+				if tc.makesAnyway && n == 0 && kind != "pods" {
+					t.Errorf("%s: none made again, want them made", kind)
+				}
+				if !tc.makesAnyway && n != 0 {
+					t.Errorf("%s: %d made again in a namespace being deleted, want none", kind, n)
+				}
+			}
+			if !tc.makesAnyway {
+				if ops := f.data.ops[dataWrites:]; len(ops) != 0 {
+					t.Errorf("data writes in a namespace being deleted: %v, want none", ops)
+				}
+				if events := f.events(); hasEvent(events, "Normal SuccessfulCreate") || hasEvent(events, "Warning FailedCreate") {
+					t.Errorf("create events in a namespace being deleted: %v", events)
+				}
+				if got := f.getFlock("pg").Status.ReadyReplicas; got != 0 {
+					t.Errorf("readyReplicas = %d after the teardown, want 0 (the status is still written)", got)
+				}
+			}
+		})
+	}
+}

@@ -64,13 +64,15 @@ func (c Clients) complete() Clients {
 // flockClient (the loopback client of flock-apiserver); pods, Services and
 // the ControllerRevisions that record templates through kubeClient (the
 // core cluster). Events are recorded on Flocks through recorder, by
-// ObjectReference (its scheme need not know Flocks).
+// ObjectReference (its scheme need not know Flocks). namespaceInformer
+// tells which namespaces are being deleted: nothing is created for a Flock
+// in one.
 func NewController(ctx context.Context, clients Clients, flockClient versioned.Interface,
 	flockInformer flockinformers.FlockInformer, podInformer coreinformers.PodInformer,
 	nodeInformer coreinformers.NodeInformer, serviceInformer coreinformers.ServiceInformer,
 	revisionInformer appsinformers.ControllerRevisionInformer,
 	volumeInformer coreinformers.PersistentVolumeInformer, claimInformer coreinformers.PersistentVolumeClaimInformer,
-	recorder record.EventRecorder, opts Options) (*Controller, error) {
+	namespaceInformer coreinformers.NamespaceInformer, recorder record.EventRecorder, opts Options) (*Controller, error) {
 	opts, err := opts.Complete()
 	if err != nil {
 		return nil, err
@@ -85,9 +87,16 @@ func NewController(ctx context.Context, clients Clients, flockClient versioned.I
 		return nil, err
 	}
 	control := NewDefaultFlockControl(members, helpers, data, revisions, NewStatusUpdater(flockClient), flockClient,
-		flockInformer.Lister(), nodeInformer.Lister(), recorder, opts)
-	return newController(ctx, control, flockInformer, podInformer, nodeInformer, serviceInformer, revisionInformer,
+		flockInformer.Lister(), nodeInformer.Lister(), namespaceInformer.Lister(), recorder, opts)
+	c, err := newController(ctx, control, flockInformer, podInformer, nodeInformer, serviceInformer, revisionInformer,
 		volumeInformer, claimInformer, opts, clock.RealClock{})
+	if err != nil {
+		return nil, err
+	}
+	// Namespaces only gate creates (a namespace being deleted gets none);
+	// their events bring no syncs.
+	c.synced = append(c.synced, namespaceInformer.Informer().HasSynced)
+	return c, nil
 }
 
 // newController wires the loop around any FlockControl.

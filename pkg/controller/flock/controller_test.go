@@ -158,7 +158,7 @@ func TestRunOverFakeClientsets(t *testing.T) {
 	c, err := NewController(ctx, Clients{Members: kubeClient, Data: dataClient, Helpers: helperClient}, flockClient, flockFactory.Flock().V1alpha1().Flocks(),
 		kubeFactory.Core().V1().Pods(), kubeFactory.Core().V1().Nodes(), kubeFactory.Core().V1().Services(),
 		kubeFactory.Apps().V1().ControllerRevisions(), kubeFactory.Core().V1().PersistentVolumes(),
-		kubeFactory.Core().V1().PersistentVolumeClaims(), recorder, Options{ClusterDomain: "example.org"})
+		kubeFactory.Core().V1().PersistentVolumeClaims(), kubeFactory.Core().V1().Namespaces(), recorder, Options{ClusterDomain: "example.org"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestNewControllerRejectsBadOptions(t *testing.T) {
 	_, err := NewController(ctx, OneClient(k8sfake.NewClientset()), flockfake.NewSimpleClientset(), flockFactory.Flock().V1alpha1().Flocks(),
 		kubeFactory.Core().V1().Pods(), kubeFactory.Core().V1().Nodes(), kubeFactory.Core().V1().Services(),
 		kubeFactory.Apps().V1().ControllerRevisions(), kubeFactory.Core().V1().PersistentVolumes(),
-		kubeFactory.Core().V1().PersistentVolumeClaims(), record.NewFakeRecorder(1), Options{DataRoot: "relative/path"})
+		kubeFactory.Core().V1().PersistentVolumeClaims(), kubeFactory.Core().V1().Namespaces(), record.NewFakeRecorder(1), Options{DataRoot: "relative/path"})
 	if err == nil {
 		t.Fatal("no error for a relative data root")
 	}

@@ -464,6 +464,7 @@ type fixture struct {
 	pods        cache.Indexer
 	services    cache.Indexer
 	nodes       cache.Indexer
+	namespaces  cache.Indexer
 	revisions   cache.Indexer
 	members     *fakeMemberControl
 	history     *fakeRevisionControl
@@ -527,19 +528,21 @@ func newFixtureWithConfig(t *testing.T, cfg fixtureConfig, nodeNames ...string) 
 	nodeInformer := kubeFactory.Core().V1().Nodes()
 	serviceInformer := kubeFactory.Core().V1().Services()
 	revisionInformer := kubeFactory.Apps().V1().ControllerRevisions()
+	namespaceInformer := kubeFactory.Core().V1().Namespaces()
 
 	pods := &podStore{Indexer: podInformer.Informer().GetIndexer(), seen: func(any) {}}
 	f := &fixture{
 		t: t, ctx: ctx, clock: clk, flockClient: flockClient,
-		flocks:    flockInformer.Informer().GetIndexer(),
-		pods:      pods,
-		services:  serviceInformer.Informer().GetIndexer(),
-		nodes:     nodeInformer.Informer().GetIndexer(),
-		revisions: revisionInformer.Informer().GetIndexer(),
-		recorder:  record.NewFakeRecorder(10000),
-		assigned:  map[types.UID]map[int32]string{},
-		former:    map[types.UID]map[int32]map[string]bool{},
-		asked:     map[types.UID]map[int32]map[string]bool{},
+		flocks:     flockInformer.Informer().GetIndexer(),
+		pods:       pods,
+		services:   serviceInformer.Informer().GetIndexer(),
+		nodes:      nodeInformer.Informer().GetIndexer(),
+		namespaces: namespaceInformer.Informer().GetIndexer(),
+		revisions:  revisionInformer.Informer().GetIndexer(),
+		recorder:   record.NewFakeRecorder(10000),
+		assigned:   map[types.UID]map[int32]string{},
+		former:     map[types.UID]map[int32]map[string]bool{},
+		asked:      map[types.UID]map[int32]map[string]bool{},
 	}
 	f.versionFlocks()
 	f.members = newFakeMemberControl(f.pods, f.services, clk)
@@ -553,7 +556,7 @@ func newFixtureWithConfig(t *testing.T, cfg fixtureConfig, nodeNames ...string) 
 	status := &realStatusUpdater{client: flockClient, backoff: wait.Backoff{Steps: retry.DefaultRetry.Steps}}
 	f.data = newFakeDataControl()
 	control := NewDefaultFlockControl(f.members, f.members, f.data, f.history, status, flockClient,
-		flockInformer.Lister(), nodeInformer.Lister(), f.recorder, opts)
+		flockInformer.Lister(), nodeInformer.Lister(), namespaceInformer.Lister(), f.recorder, opts)
 	pods.seen = control.(podObserver).podSeen
 	paced := control.(*defaultFlockControl).paced
 	paced.clock = clk

@@ -55,8 +55,11 @@ type defaultFlockControl struct {
 	flockClient versioned.Interface
 	flockLister flocklisters.FlockLister
 	nodeLister  corelisters.NodeLister
-	recorder    record.EventRecorder
-	opts        Options
+	// namespaceLister shows which namespaces are being deleted (nil: none
+	// is, as far as this control knows).
+	namespaceLister corelisters.NamespaceLister
+	recorder        record.EventRecorder
+	opts            Options
 	// lost remembers since when nodes have been lost (memberRecovery).
 	lost *nodeLossTracker
 	// data makes and removes members' volumes, claims and directories.

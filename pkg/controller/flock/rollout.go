@@ -30,15 +30,15 @@ import (
 // new Flock's first sync does not wait for that round trip before its
 // members' data (issue 17). Failing to write a revision does not stop the
 // sync: pods are then created from the Flock's template, and the error is
-// returned so the sync is retried.
-func (fc *defaultFlockControl) syncRevisions(ctx context.Context, f *v1alpha1.Flock, rm *refManager, pods map[int32]*corev1.Pod) (updatePlan, []*appsv1.ControllerRevision, *appsv1.ControllerRevision, error) {
+// returned so the sync is retried. A frozen Flock (being deleted, or its
+// namespace is) adopts, renumbers and creates nothing.
+func (fc *defaultFlockControl) syncRevisions(ctx context.Context, f *v1alpha1.Flock, rm *refManager, pods map[int32]*corev1.Pod, frozen bool) (updatePlan, []*appsv1.ControllerRevision, *appsv1.ControllerRevision, error) {
 	logger := klog.FromContext(ctx)
 	update := Revision(&f.Spec.Template)
 	current := f.Status.CurrentRevision
 	if current == "" {
 		current = update
 	}
-	deleting := f.DeletionTimestamp != nil
 	var errs []error
 
 	list, err := fc.revisions.ListRevisions(f.Namespace, f.Name)
@@ -51,7 +51,7 @@ func (fc *defaultFlockControl) syncRevisions(ctx context.Context, f *v1alpha1.Fl
 		switch {
 		case ref != nil && ref.UID == f.UID:
 			own = append(own, cr)
-		case ref == nil && !deleting && cr.DeletionTimestamp == nil && strings.HasPrefix(cr.Name, f.Name+"-"):
+		case ref == nil && !frozen && cr.DeletionTimestamp == nil && strings.HasPrefix(cr.Name, f.Name+"-"):
 			if err := rm.checkCanAdopt(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("cannot adopt ControllerRevision %s/%s: %w", cr.Namespace, cr.Name, err))
 				continue
@@ -70,7 +70,7 @@ func (fc *defaultFlockControl) syncRevisions(ctx context.Context, f *v1alpha1.Fl
 	}
 
 	var create *appsv1.ControllerRevision
-	if !deleting {
+	if !frozen {
 		var newest int64
 		var updateCR *appsv1.ControllerRevision
 		for _, cr := range own {

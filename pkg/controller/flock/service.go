@@ -113,16 +113,16 @@ func ServicePorts(spec *corev1.PodSpec) []corev1.ServicePort {
 // ServiceReady condition. A Service of that name that the Flock does not
 // control is never modified; the one exception is an orphan the controller
 // made for this Flock (labelled flock.dev/name=<flock>, headless), which is
-// adopted back.
-func (fc *defaultFlockControl) syncService(ctx context.Context, f *v1alpha1.Flock, rm *refManager) (metav1.Condition, error) {
+// adopted back. A Flock that is being deleted, or whose namespace is
+// (frozen), only has its Service's state reported.
+func (fc *defaultFlockControl) syncService(ctx context.Context, f *v1alpha1.Flock, rm *refManager, frozen bool) (metav1.Condition, error) {
 	logger := klog.FromContext(ctx)
 	name := serviceNameOf(f)
-	deleting := f.DeletionTimestamp != nil
 
 	svc, err := fc.members.GetService(f.Namespace, name)
 	switch {
 	case apierrors.IsNotFound(err):
-		if deleting {
+		if frozen {
 			return serviceCond(metav1.ConditionFalse, ReasonServiceMissing, "Service %s does not exist", name), nil
 		}
 		if err := fc.members.CreateService(ctx, NewService(f)); err != nil {
@@ -146,7 +146,7 @@ func (fc *defaultFlockControl) syncService(ctx context.Context, f *v1alpha1.Floc
 	}
 
 	ref := metav1.GetControllerOfNoCopy(svc)
-	if ref == nil && svc.Labels[v1alpha1.LabelFlockName] == f.Name && svc.Spec.ClusterIP == corev1.ClusterIPNone && !deleting {
+	if ref == nil && svc.Labels[v1alpha1.LabelFlockName] == f.Name && svc.Spec.ClusterIP == corev1.ClusterIPNone && !frozen {
 		if err := rm.adoptService(ctx, svc); err != nil {
 			return metav1.Condition{}, err
 		}
@@ -167,7 +167,7 @@ func (fc *defaultFlockControl) syncService(ctx context.Context, f *v1alpha1.Floc
 		fc.eventOnTransition(f, c, corev1.EventTypeWarning, "ServiceConflict")
 		return c, nil
 	}
-	if !deleting {
+	if !frozen {
 		want := NewService(f)
 		if !equality.Semantic.DeepEqual(svc.Spec.Selector, want.Spec.Selector) ||
 			!equality.Semantic.DeepEqual(svc.Spec.Ports, want.Spec.Ports) ||
