@@ -152,7 +152,7 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 		return nil, err
 	}
 	budgets, err := flockcontroller.NewDisruptionBudgetController(ctx, kubeClient,
-		flockFactory.Flock().V1alpha1().Flocks(), kubeFactory.Policy().V1().PodDisruptionBudgets(), recorder)
+		flockFactory.Flock().V1alpha1().Flocks(), kubeFactory.Policy().V1().PodDisruptionBudgets(), namespaces, recorder)
 	if err != nil {
 		return nil, err
 	}

@@ -303,12 +303,7 @@ func NewDefaultFlockControl(members, helpers MemberControl, data DataControl, re
 }
 
 // namespaceClosing reports whether the cache shows namespace ns being
-// deleted. A namespace the cache does not show is not: its creates are
-// tried, and their refusal tells (namespace_gone.go).
+// deleted.
 func (fc *defaultFlockControl) namespaceClosing(ns string) bool {
-	if fc.namespaceLister == nil {
-		return false
-	}
-	n, err := fc.namespaceLister.Get(ns)
-	return err == nil && (n.DeletionTimestamp != nil || n.Status.Phase == corev1.NamespaceTerminating)
+	return namespaceClosing(fc.namespaceLister, ns)
 }

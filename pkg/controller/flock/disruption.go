@@ -21,8 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	policyinformers "k8s.io/client-go/informers/policy/v1"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
@@ -70,23 +72,28 @@ type DisruptionBudgetController struct {
 	kubeClient  kubernetes.Interface
 	flockLister flocklisters.FlockLister
 	pdbLister   policylisters.PodDisruptionBudgetLister
-	recorder    record.EventRecorder
-	queue       *termQueue
-	synced      []cache.InformerSynced
+	// namespaceLister shows the namespaces being deleted, in which no
+	// budget is made.
+	namespaceLister corelisters.NamespaceLister
+	recorder        record.EventRecorder
+	queue           *termQueue
+	synced          []cache.InformerSynced
 }
 
 // NewDisruptionBudgetController returns the controller; start the informers
-// after it, then call Run.
+// after it, then call Run. namespaceInformer tells the namespaces being
+// deleted: no budget is made in one.
 func NewDisruptionBudgetController(ctx context.Context, kubeClient kubernetes.Interface,
 	flockInformer flockinformers.FlockInformer, pdbInformer policyinformers.PodDisruptionBudgetInformer,
-	recorder record.EventRecorder) (*DisruptionBudgetController, error) {
+	namespaceInformer coreinformers.NamespaceInformer, recorder record.EventRecorder) (*DisruptionBudgetController, error) {
 	logger := klog.FromContext(ctx)
 	c := &DisruptionBudgetController{
-		kubeClient:  kubeClient,
-		flockLister: flockInformer.Lister(),
-		pdbLister:   pdbInformer.Lister(),
-		recorder:    recorder,
-		queue:       newNamedTermQueue("flock-disruption-budget"),
+		kubeClient:      kubeClient,
+		flockLister:     flockInformer.Lister(),
+		pdbLister:       pdbInformer.Lister(),
+		namespaceLister: namespaceInformer.Lister(),
+		recorder:        recorder,
+		queue:           newNamedTermQueue("flock-disruption-budget"),
 	}
 	enqueueFlock := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -126,6 +133,7 @@ func NewDisruptionBudgetController(ctx context.Context, kubeClient kubernetes.In
 		}
 		c.synced = append(c.synced, reg.HasSynced)
 	}
+	c.synced = append(c.synced, namespaceInformer.Informer().HasSynced)
 	logger.V(4).Info("Disruption budget controller set up")
 	return c, nil
 }
@@ -175,6 +183,11 @@ func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error
 	switch {
 	case apierrors.IsNotFound(err):
 		if want == nil {
+			return nil
+		}
+		if namespaceClosing(c.namespaceLister, ns) {
+			// The namespace's teardown deleted it; a create would be
+			// refused.
 			return nil
 		}
 		if f.Status.Replicas == 0 {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -211,12 +212,55 @@ func TestDisruptionBudgetFromTheFirstMemberPod(t *testing.T) {
 // indexers of Flocks and budgets) and calls sync itself.
 func newBudgetController(ctx context.Context, t *testing.T, kubeClient *k8sfake.Clientset) (*DisruptionBudgetController, cache.Indexer, cache.Indexer, *record.FakeRecorder) {
 	t.Helper()
+	c, flocks, budgets, _, recorder := newBudgetControllerWithNamespaces(ctx, t, kubeClient)
+	return c, flocks, budgets, recorder
+}
+
+// newBudgetControllerWithNamespaces is newBudgetController that also returns
+// the indexer of its namespace cache.
+func newBudgetControllerWithNamespaces(ctx context.Context, t *testing.T, kubeClient *k8sfake.Clientset) (c *DisruptionBudgetController, flocks, budgets, namespaces cache.Indexer, recorder *record.FakeRecorder) {
+	t.Helper()
 	flockInformer := flockinformers.NewSharedInformerFactory(flockfake.NewSimpleClientset(), 0).Flock().V1alpha1().Flocks()
-	budgetInformer := informers.NewSharedInformerFactory(kubeClient, 0).Policy().V1().PodDisruptionBudgets()
-	recorder := record.NewFakeRecorder(10)
-	c, err := NewDisruptionBudgetController(ctx, kubeClient, flockInformer, budgetInformer, recorder)
+	kubeFactory := informers.NewSharedInformerFactory(kubeClient, 0)
+	budgetInformer := kubeFactory.Policy().V1().PodDisruptionBudgets()
+	namespaceInformer := kubeFactory.Core().V1().Namespaces()
+	recorder = record.NewFakeRecorder(10)
+	c, err := NewDisruptionBudgetController(ctx, kubeClient, flockInformer, budgetInformer, namespaceInformer, recorder)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, flockInformer.Informer().GetIndexer(), budgetInformer.Informer().GetIndexer(), recorder
+	return c, flockInformer.Informer().GetIndexer(), budgetInformer.Informer().GetIndexer(), namespaceInformer.Informer().GetIndexer(), recorder
+}
+
+// TestNoDisruptionBudgetInANamespaceBeingDeleted: a Flock whose budget the
+// namespace's teardown deleted gets no new one while the namespace cache
+// shows the namespace being deleted (kube-apiserver would refuse the
+// create); in an active namespace it does.
+func TestNoDisruptionBudgetInANamespaceBeingDeleted(t *testing.T) {
+	for _, tc := range []struct {
+		phase corev1.NamespacePhase
+		want  bool
+	}{{corev1.NamespaceTerminating, false}, {corev1.NamespaceActive, true}} {
+		t.Run(string(tc.phase), func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			kubeClient := k8sfake.NewClientset()
+			c, flocks, _, namespaces, _ := newBudgetControllerWithNamespaces(ctx, t, kubeClient)
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNamespace}, Status: corev1.NamespaceStatus{Phase: tc.phase}}
+			if err := namespaces.Add(ns); err != nil {
+				t.Fatal(err)
+			}
+			fl := newFlock("pg", 3)
+			fl.Status.Replicas = 3
+			if err := flocks.Add(fl); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.sync(ctx, testNamespace+"/pg"); err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			_, err := kubeClient.PolicyV1().PodDisruptionBudgets(testNamespace).Get(ctx, "pg", metav1.GetOptions{})
+			if got := err == nil; got != tc.want {
+				t.Errorf("namespace %s: budget made %v (%v), want %v", tc.phase, got, err, tc.want)
+			}
+		})
+	}
 }

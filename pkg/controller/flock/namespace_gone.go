@@ -22,6 +22,7 @@ package flock
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -169,4 +170,16 @@ func (c *NamespaceGoneController) sync(ctx context.Context, key string) error {
 	klog.FromContext(ctx).Info("Deleted a Flock whose namespace no longer exists; its data follows spec.storage.retention.whenDeleted",
 		"flock", klog.KObj(f), "uid", f.UID, "whenDeleted", f.Spec.Storage.Retention.WhenDeleted)
 	return nil
+}
+
+// namespaceClosing reports whether lister (nil: none) shows namespace ns
+// being deleted: nothing is created in it then, as kube-apiserver would
+// refuse every create. A namespace the cache does not show is not: its
+// creates are tried, and their refusal tells (NamespaceGoneController).
+func namespaceClosing(lister corelisters.NamespaceLister, ns string) bool {
+	if lister == nil {
+		return false
+	}
+	n, err := lister.Get(ns)
+	return err == nil && (n.DeletionTimestamp != nil || n.Status.Phase == corev1.NamespaceTerminating)
 }
