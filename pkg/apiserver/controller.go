@@ -68,8 +68,11 @@ type embeddedController struct {
 	fence *writeFence
 	// informers are the controller's own, on the core cluster.
 	informers kubeinformers.SharedInformerFactory
-	recorder  record.EventRecorder
-	broadcast record.EventBroadcaster
+	// namespaces shows the namespaces being deleted, in which no event is
+	// written.
+	namespaces coreinformers.NamespaceInformer
+	recorder   record.EventRecorder
+	broadcast  record.EventBroadcaster
 }
 
 // controllerResync is the resync period of the controller's informers on
@@ -135,10 +138,10 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 		klog.FromContext(ctx).V(2).Info("Shared node cache: transform not set again", "err", err)
 	}
 	broadcast := newEventBroadcaster(ctx)
-	recorder := broadcast.NewRecorder(flockscheme.Scheme, corev1.EventSource{Component: "flock-controller"})
 	if namespaces == nil {
 		namespaces = kubeFactory.Core().V1().Namespaces()
 	}
+	recorder := broadcast.NewRecorder(flockscheme.Scheme, corev1.EventSource{Component: "flock-controller"})
 	c, err := flockcontroller.NewController(ctx, flockcontroller.Clients{Members: kubeClient, Data: clients[1], Helpers: clients[2]}, flockClient,
 		flockFactory.Flock().V1alpha1().Flocks(),
 		kubeFactory.Core().V1().Pods(),
@@ -171,7 +174,7 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 	if err != nil {
 		return nil, err
 	}
-	return &embeddedController{config: cfg, controller: c, budgets: budgets, retries: retries, orphans: orphans, kubeClient: kubeClient, leaseClient: leaseClient, fence: fence, informers: kubeFactory, recorder: recorder, broadcast: broadcast}, nil
+	return &embeddedController{config: cfg, controller: c, budgets: budgets, retries: retries, orphans: orphans, kubeClient: kubeClient, leaseClient: leaseClient, fence: fence, informers: kubeFactory, namespaces: namespaces, recorder: recorder, broadcast: broadcast}, nil
 }
 
 // newEventBroadcaster is the controllers' event broadcaster, with
@@ -223,8 +226,10 @@ func (e *embeddedController) start(hookCtx genericapiserver.PostStartHookContext
 	e.informers.Start(ctx.Done())
 	e.broadcast.StartStructuredLogging(3)
 	// Events go without the fence: the sink retries a refused write for
-	// minutes, holding back every later event.
-	e.broadcast.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.leaseClient.CoreV1().Events("")})
+	// minutes, holding back every later event. None goes to a namespace
+	// being deleted: kube-apiserver would refuse it.
+	e.broadcast.StartRecordingToSink(flockcontroller.NewNamespaceAwareSink(
+		&typedcorev1.EventSinkImpl{Interface: e.leaseClient.CoreV1().Events("")}, e.namespaces.Lister()))
 	go func() {
 		<-ctx.Done()
 		e.broadcast.Shutdown()

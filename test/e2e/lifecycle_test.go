@@ -456,27 +456,8 @@ func TestLifecycleNamespaceFinalizedByHandDeletesItsFlock(t *testing.T) {
 	}
 	// What kube-controller-manager can delete goes; the namespace then waits
 	// for flock.dev to be discovered again.
-	eventually(t, lcTimeout, "namespace "+ns+" stuck Terminating on flock.dev, its pods and claims gone", func(ctx context.Context) error {
-		n, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		c := namespaceCondition(n, corev1.NamespaceDeletionDiscoveryFailure)
-		if c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "flock.dev") {
-			return fmt.Errorf("namespace %s, conditions %+v", n.Status.Phase, n.Status.Conditions)
-		}
-		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		claims, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		if len(pods.Items)+len(claims.Items) != 0 {
-			return fmt.Errorf("%d pods, %d claims left", len(pods.Items), len(claims.Items))
-		}
-		return nil
+	eventually(t, lcTimeout, "namespace "+ns+" stuck Terminating on flock.dev, its pods, claims and Services gone", func(ctx context.Context) error {
+		return lcStuckOnFlockDev(ctx, ns)
 	})
 	// The administrator's way out: the namespace finalized by hand (read
 	// again on a conflict: kube-controller-manager keeps writing its
@@ -569,27 +550,8 @@ func TestLifecycleNamespaceBeingDeletedGetsNothingNew(t *testing.T) {
 		return strings.Contains(l, "nothing is created for it") && strings.Contains(l, key)
 	}
 	eventually(t, lcTimeout, "namespace "+ns+" Terminating on flock.dev, its pods, claims and Service gone, the Flock's syncs creating nothing", func(ctx context.Context) error {
-		n, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		if err != nil {
+		if err := lcStuckOnFlockDev(ctx, ns); err != nil {
 			return err
-		}
-		if c := namespaceCondition(n, corev1.NamespaceDeletionDiscoveryFailure); c == nil || c.Status != corev1.ConditionTrue {
-			return fmt.Errorf("namespace %s, conditions %+v", n.Status.Phase, n.Status.Conditions)
-		}
-		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		claims, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		services, err := env.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		if left := len(pods.Items) + len(claims.Items) + len(services.Items); left != 0 {
-			return fmt.Errorf("%d pods, %d claims, %d Services left", len(pods.Items), len(claims.Items), len(services.Items))
 		}
 		lines, err := logLinesFrom(logFile, logStart)
 		if err != nil {
@@ -683,6 +645,36 @@ func lcDivertAPIService(t *testing.T) (restore func()) {
 		return nil
 	})
 	return restore
+}
+
+// lcStuckOnFlockDev returns nil once namespace ns is Terminating, waiting
+// for flock.dev to be discovered, and has no pods, claims or Services left:
+// what kube-controller-manager deletes while flock.dev cannot be discovered.
+func lcStuckOnFlockDev(ctx context.Context, ns string) error {
+	n, err := env.Kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	c := namespaceCondition(n, corev1.NamespaceDeletionDiscoveryFailure)
+	if c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "flock.dev") {
+		return fmt.Errorf("namespace %s, conditions %+v", n.Status.Phase, n.Status.Conditions)
+	}
+	pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	claims, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	services, err := env.Kube.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	if len(pods.Items)+len(claims.Items)+len(services.Items) != 0 {
+		return fmt.Errorf("%d pods, %d claims, %d Services left", len(pods.Items), len(claims.Items), len(services.Items))
+	}
+	return nil
 }
 
 // namespaceCondition returns n's condition of type ct, or nil.
