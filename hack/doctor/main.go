@@ -129,6 +129,8 @@ var prereqs = []prereq{
 		otherwise: "install Go 1.26 from https://go.dev/dl (Debian's golang is older)"},
 	{name: "make", usedBy: "every make target", debian: "make", check: command("make")},
 	{name: "git", usedBy: "make verify (gofmt over git ls-files), verify-codegen", debian: "git", check: command("git")},
+	{name: "protoc", usedBy: "make update-codegen, verify-codegen (the protobuf code of the API types)", debian: "protobuf-compiler",
+		check: command("protoc")},
 	{name: "timeout", usedBy: ".ci/run", debian: "coreutils", check: command("timeout")},
 	{name: "tar", usedBy: "the e2e log archive of .ci/run", debian: "tar", check: command("tar")},
 	{name: "gzip", usedBy: "the e2e log archive of .ci/run", debian: "gzip", check: command("gzip")},

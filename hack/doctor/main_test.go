@@ -86,7 +86,7 @@ func TestDoctorReportsWhatIsMissing(t *testing.T) {
 }
 
 func TestDoctorAllPresent(t *testing.T) {
-	e := fakeMachine(t, []string{"go", "make", "git", "timeout", "tar", "gzip", "openssl", "node", "npm", "kubectl", "ip", "gcc"},
+	e := fakeMachine(t, []string{"go", "make", "git", "protoc", "timeout", "tar", "gzip", "openssl", "node", "npm", "kubectl", "ip", "gcc"},
 		map[string]string{"go": "go1.27.0\n", "node": "v20.0.1\n"})
 	rs, err := runChecks(e, "")
 	if err != nil {

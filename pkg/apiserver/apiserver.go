@@ -34,27 +34,6 @@ var (
 	Codecs = serializer.NewCodecFactory(Scheme)
 )
 
-// NegotiatedSerializer serves the flock.dev group as JSON, YAML and CBOR
-// where configured, but never protobuf: the Flock types have no protobuf
-// encoding, so a client that prefers protobuf (the namespace controller and
-// the garbage collector do, with a JSON fallback) must be offered JSON
-// instead of a 406 that would block namespace deletion cluster-wide.
-var NegotiatedSerializer runtime.NegotiatedSerializer = withoutProtobuf{Codecs}
-
-type withoutProtobuf struct {
-	runtime.NegotiatedSerializer
-}
-
-func (s withoutProtobuf) SupportedMediaTypes() []runtime.SerializerInfo {
-	var out []runtime.SerializerInfo
-	for _, info := range s.NegotiatedSerializer.SupportedMediaTypes() {
-		if info.MediaType != runtime.ContentTypeProtobuf {
-			out = append(out, info)
-		}
-	}
-	return out
-}
-
 func init() {
 	install.Install(Scheme)
 	// The scale subresource serves autoscaling/v1 Scale. There is no internal
@@ -133,7 +112,7 @@ func (c completedConfig) New() (*FlockServer, error) {
 		return nil, err
 	}
 	group := genericapiserver.NewDefaultAPIGroupInfo(flock.GroupName, Scheme, metav1.ParameterCodec, Codecs)
-	group.NegotiatedSerializer = NegotiatedSerializer
+	group.NegotiatedSerializer = Codecs
 	group.VersionedResourcesStorageMap["v1alpha1"] = map[string]apirest.Storage{
 		"flocks":        storage.Flock,
 		"flocks/status": storage.Status,

@@ -884,6 +884,8 @@ func printTable(res *results) {
 	fmt.Printf("Client QPS %d (burst %d) for every target; Flock controller and kube-controller-manager both at --kube-api-qps=%d --kube-api-burst=%d.\n\n",
 		res.ClientQPS, 2*res.ClientQPS, res.ControllerQPS, 2*res.ControllerQPS)
 	if len(res.API) > 0 {
+		fmt.Printf("Clients: the StatefulSet's and the Flock's are their generated clientsets, which send and ask for protobuf;\n" +
+			"the CRD's is client-go's dynamic client, JSON (custom resources have no protobuf encoding).\n\n")
 		if res.APIRuns > 1 {
 			fmt.Printf("API cases: medians of %d runs, the targets taking turns; ratio to the CRD (above 1 is better), each run's in brackets\n"+
 				"(create->watch: the median of %d samples, one pass).\n\n", res.APIRuns, *watchN)

@@ -764,12 +764,12 @@ func TestStorageBadInput(t *testing.T) {
 		mutate func(*flockv1alpha1.Flock)
 		want   []string
 	}{
-		{"size not a quantity", func(f *flockv1alpha1.Flock) { f.Spec.Storage.Size = "lots" },
+		{"size not a quantity", func(f *flockv1alpha1.Flock) { f.Spec.Storage.Capacity = "lots" },
 			[]string{"spec.storage.size", "must be a quantity"}},
 		{"mode beyond 0777", func(f *flockv1alpha1.Flock) { f.Spec.Storage.Mode = ptrTo(int32(0o4777)) },
 			[]string{"spec.storage.mode", "from 0 to 0777"}},
 		{"both modes at once", func(f *flockv1alpha1.Flock) {
-			f.Spec.Storage.Size = "1Gi"
+			f.Spec.Storage.Capacity = "1Gi"
 			f.Spec.Storage.ClaimTemplate = claim.DeepCopy()
 		}, []string{"spec.storage.size", "may not be set with spec.storage.claimTemplate"}},
 		{"claim template without access modes or size", func(f *flockv1alpha1.Flock) {

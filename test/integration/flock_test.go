@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	corev1apply "k8s.io/client-go/applyconfigurations/core/v1"
@@ -23,6 +26,8 @@ import (
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	flockapply "flock.dev/flock/pkg/generated/applyconfiguration/flock/v1alpha1"
+	"flock.dev/flock/pkg/generated/clientset/versioned"
+	"flock.dev/flock/pkg/generated/clientset/versioned/scheme"
 )
 
 const ns = "default"
@@ -377,59 +382,148 @@ func podTemplate(app string) *corev1apply.PodTemplateSpecApplyConfiguration {
 		WithSpec(corev1apply.PodSpec().WithContainers(corev1apply.Container().WithName("db").WithImage("postgres:16")))
 }
 
-// TestProtobufClientsGetJSON checks that a client preferring protobuf (as the
-// namespace controller and the garbage collector do) gets JSON: the Flock
-// types have no protobuf encoding, and a 406 would block namespace deletion.
-func TestProtobufClientsGetJSON(t *testing.T) {
+// TestProtobufClients checks that Flocks are served as protobuf, as the
+// built-in kinds are: a create with a protobuf body answered in protobuf, a
+// get and a list in protobuf, the generated clientset (which prefers
+// protobuf, as client-go's does for built-in kinds) getting protobuf for its
+// reads, writes and watches, and the forms the namespace controller and the
+// garbage collector ask for.
+func TestProtobufClients(t *testing.T) {
 	s := startServer(t)
 	ctx := ctxT(t)
-	if _, err := s.client().FlockV1alpha1().Flocks(ns).Create(ctx, newFlock("pb", 1), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	client, err := rest.HTTPClientFor(s.config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, url := range []string{
-		s.config.Host + "/apis/flock.dev/v1alpha1/namespaces/default/flocks",
-		s.config.Host + "/apis/flock.dev/v1alpha1/namespaces/default/flocks/pb",
-	} {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		req.Header.Set("Accept", "application/vnd.kubernetes.protobuf, */*")
+	pb := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	send := func(method, url string, body []byte) (int, string, []byte) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, method, url, bytes.NewReader(body))
+		req.Header.Set("Accept", runtime.ContentTypeProtobuf+", */*")
+		if body != nil {
+			req.Header.Set("Content-Type", runtime.ContentTypeProtobuf)
+		}
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
-			t.Errorf("GET %s preferring protobuf: %d %s: %s", url, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Content-Type"), out
+	}
+	base := s.config.Host + "/apis/flock.dev/v1alpha1/namespaces/default/flocks"
+
+	f := newFlock("pb", 1)
+	f.TypeMeta = metav1.TypeMeta{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "Flock"}
+	var body bytes.Buffer
+	if err := pb.Encode(f, &body); err != nil {
+		t.Fatal(err)
+	}
+	code, ct, out := send(http.MethodPost, base, body.Bytes())
+	if code != http.StatusCreated || ct != runtime.ContentTypeProtobuf {
+		t.Fatalf("create with a protobuf body: %d %s: %q", code, ct, out)
+	}
+	created := &v1alpha1.Flock{}
+	if _, _, err := pb.Decode(out, nil, created); err != nil || created.Name != "pb" || created.UID == "" {
+		t.Fatalf("created Flock decoded from protobuf: %v, %+v", err, created.ObjectMeta)
+	}
+	if created.Spec.Storage.Capacity != v1alpha1.DefaultStorageSize {
+		t.Errorf("created Flock's spec.storage.size = %q, want the default %q", created.Spec.Storage.Capacity, v1alpha1.DefaultStorageSize)
+	}
+
+	code, ct, out = send(http.MethodGet, base+"/pb", nil)
+	got := &v1alpha1.Flock{}
+	if code != http.StatusOK || ct != runtime.ContentTypeProtobuf {
+		t.Fatalf("get preferring protobuf: %d %s: %q", code, ct, out)
+	}
+	if _, _, err := pb.Decode(out, nil, got); err != nil || got.UID != created.UID || got.Spec.Template.Spec.Containers[0].Image != f.Spec.Template.Spec.Containers[0].Image {
+		t.Fatalf("Flock got in protobuf: %v, %+v", err, got)
+	}
+	code, ct, out = send(http.MethodGet, base, nil)
+	list := &v1alpha1.FlockList{}
+	if code != http.StatusOK || ct != runtime.ContentTypeProtobuf {
+		t.Fatalf("list preferring protobuf: %d %s: %q", code, ct, out)
+	}
+	if _, _, err := pb.Decode(out, nil, list); err != nil || len(list.Items) != 1 || list.Items[0].UID != created.UID {
+		t.Fatalf("FlockList in protobuf: %v, %d items", err, len(list.Items))
+	}
+
+	// The generated clientset: every answer to it is protobuf.
+	cfg := rest.CopyConfig(s.config)
+	var mu sync.Mutex
+	answers := map[string]int{}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+			resp, err := rt.RoundTrip(req)
+			if err == nil {
+				mu.Lock()
+				answers[req.Method+" "+resp.Header.Get("Content-Type")]++
+				mu.Unlock()
+			}
+			return resp, err
+		})
+	})
+	cs, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cs.FlockV1alpha1().Flocks(ns)
+	w, err := c.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=pb", ResourceVersion: created.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	got, err = c.Get(ctx, "pb", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Status.Replicas = 1
+	if got, err = c.UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil || got.Status.Replicas != 1 {
+		t.Fatalf("status update: %v", err)
+	}
+	select {
+	case ev := <-w.ResultChan():
+		if wf, ok := ev.Object.(*v1alpha1.Flock); ev.Type != watch.Modified || !ok || wf.Status.Replicas != 1 {
+			t.Fatalf("watch event %s %T", ev.Type, ev.Object)
+		}
+	case <-ctx.Done():
+		t.Fatal("no watch event for the status update")
+	}
+	mu.Lock()
+	for answer := range answers {
+		if !strings.HasSuffix(answer, " "+runtime.ContentTypeProtobuf) && !strings.HasSuffix(answer, " "+runtime.ContentTypeProtobuf+";stream=watch") {
+			t.Errorf("the generated clientset got %q, want protobuf", answer)
 		}
 	}
+	if answers["GET "+runtime.ContentTypeProtobuf] < 1 || answers["PUT "+runtime.ContentTypeProtobuf] != 1 {
+		t.Errorf("the generated clientset's answers: %v", answers)
+	}
+	mu.Unlock()
+
 	// The metadata-only form the namespace controller asks for.
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.config.Host+"/apis/flock.dev/v1alpha1/namespaces/default/flocks", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base, nil)
 	req.Header.Set("Accept", "application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json")
 	resp, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := io.ReadAll(resp.Body)
+	out, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
-	// PartialObjectMetadataList has a protobuf encoding, so either form is fine.
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "PartialObjectMetadataList") {
-		t.Errorf("metadata list preferring protobuf: %d: %q", resp.StatusCode, body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != runtime.ContentTypeProtobuf || !strings.Contains(string(out), "PartialObjectMetadataList") {
+		t.Errorf("metadata list preferring protobuf: %d %s: %q", resp.StatusCode, resp.Header.Get("Content-Type"), out)
 	}
 	// DeleteCollection answers with the deleted Flocks: the namespace
 	// controller calls it preferring protobuf.
-	req, _ = http.NewRequestWithContext(ctx, http.MethodDelete, s.config.Host+"/apis/flock.dev/v1alpha1/namespaces/default/flocks", nil)
-	req.Header.Set("Accept", "application/vnd.kubernetes.protobuf, */*")
-	resp, err = client.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	code, ct, out = send(http.MethodDelete, base, nil)
+	list = &v1alpha1.FlockList{}
+	if code != http.StatusOK || ct != runtime.ContentTypeProtobuf {
+		t.Fatalf("deletecollection preferring protobuf: %d %s: %q", code, ct, out)
 	}
-	body, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"name":"pb"`) {
-		t.Errorf("deletecollection preferring protobuf: %d: %q", resp.StatusCode, body)
+	if _, _, err := pb.Decode(out, nil, list); err != nil || len(list.Items) != 1 || list.Items[0].Name != "pb" {
+		t.Errorf("deletecollection's answer in protobuf: %v, %+v", err, list.Items)
 	}
 }
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

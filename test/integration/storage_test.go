@@ -2,7 +2,7 @@ package integration
 
 import (
 	"bytes"
-	"encoding/json"
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,12 +12,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/pkg/generated/clientset/versioned/scheme"
 	"flock.dev/flock/pkg/storage/compression"
 )
 
 // TestFlocksStoredCompressed reads what flock-apiserver wrote to its etcd:
 // a Flock is stored compressed (zstd, prefix flock:zstd:) and smaller than
-// its JSON; with --storage-compression=none it is stored as JSON; and after
+// uncompressed; with --storage-compression=none it is stored as it is
+// encoded (protobuf by default); and after
 // each switch the Flocks stored the other way are still served, and
 // rewritten the new way on their next update.
 func TestFlocksStoredCompressed(t *testing.T) {
@@ -33,32 +35,19 @@ func TestFlocksStoredCompressed(t *testing.T) {
 	// after checking that it holds the Flock.
 	stored := func(name string) ([]byte, bool) {
 		t.Helper()
-		resp, err := etcd.Get(ctx, "/registry/flock.dev/", clientv3.WithPrefix())
-		if err != nil {
-			t.Fatal(err)
-		}
-		var raw []byte
-		for _, kv := range resp.Kvs {
-			if strings.HasSuffix(string(kv.Key), "/flocks/"+ns+"/"+name) {
-				raw = kv.Value
-			}
-		}
-		if raw == nil {
-			t.Fatalf("no etcd key of Flock %s among %d", name, len(resp.Kvs))
-		}
+		raw := storedValue(t, ctx, etcd, name)
 		plain, compressed, err := compression.Decompress(raw)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var f v1alpha1.Flock
-		if err := json.Unmarshal(plain, &f); err != nil || f.Name != name || f.Kind != "Flock" {
-			t.Fatalf("etcd value of Flock %s holds %q (%v)", name, plain, err)
+		if f := decodeStored(t, plain); f.Name != name {
+			t.Fatalf("etcd value of Flock %s holds Flock %s", name, f.Name)
 		}
 		if compressed && len(raw) >= len(plain) {
-			t.Errorf("Flock %s stored compressed in %d bytes, not less than its %d bytes of JSON", name, len(raw), len(plain))
+			t.Errorf("Flock %s stored compressed in %d bytes, not less than its %d bytes uncompressed", name, len(raw), len(plain))
 		}
-		if !compressed && !bytes.HasPrefix(raw, []byte("{")) {
-			t.Errorf("Flock %s stored neither compressed nor as JSON: %q", name, raw[:16])
+		if !compressed && !bytes.HasPrefix(raw, protobufPrefix) {
+			t.Errorf("Flock %s stored neither compressed nor as protobuf: %q", name, raw[:16])
 		}
 		return raw, compressed
 	}
@@ -126,5 +115,120 @@ func TestFlocksStoredCompressed(t *testing.T) {
 	}
 	if f, err := c.Get(ctx, "plain", metav1.GetOptions{}); err != nil || f.Labels["step"] != "compressed" {
 		t.Fatalf("Flock plain after its update: %v, %v", f, err)
+	}
+}
+
+// storedValue returns the etcd value of the Flock name in ns.
+func storedValue(t *testing.T, ctx context.Context, etcd *clientv3.Client, name string) []byte {
+	t.Helper()
+	resp, err := etcd.Get(ctx, "/registry/flock.dev/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kv := range resp.Kvs {
+		if strings.HasSuffix(string(kv.Key), "/flocks/"+ns+"/"+name) {
+			return kv.Value
+		}
+	}
+	t.Fatalf("no etcd key of Flock %s among %d", name, len(resp.Kvs))
+	return nil
+}
+
+// protobufPrefix starts every object kube-style storage writes as protobuf.
+var protobufPrefix = []byte("k8s\x00")
+
+// decodeStored decodes a Flock's etcd value (decompressed), in whatever
+// encoding it was written.
+func decodeStored(t *testing.T, plain []byte) *v1alpha1.Flock {
+	t.Helper()
+	obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(plain, nil, nil)
+	f, ok := obj.(*v1alpha1.Flock)
+	if err != nil || !ok {
+		t.Fatalf("etcd value %q is not a Flock: %T, %v", plain, obj, err)
+	}
+	return f
+}
+
+// TestFlocksStoredAsProtobuf checks --storage-media-type: Flocks are stored
+// as protobuf by default and as JSON with application/json, Flocks stored
+// either way are served after a switch, and each is rewritten the new way
+// on its next update.
+func TestFlocksStoredAsProtobuf(t *testing.T) {
+	s := startServer(t)
+	s.args = []string{"--storage-compression=none"}
+	s.restart()
+	ctx := ctxT(t)
+	c := s.client().FlockV1alpha1().Flocks(ns)
+	etcd, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://127.0.0.1:" + strconv.Itoa(s.ports[1])}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer etcd.Close()
+	// stored returns the encoding of the Flock's etcd value: "protobuf" or "json".
+	stored := func(name string) string {
+		t.Helper()
+		raw := storedValue(t, ctx, etcd, name)
+		if f := decodeStored(t, raw); f.Name != name || f.Spec.Replicas == nil || *f.Spec.Replicas != 2 {
+			t.Fatalf("etcd value of Flock %s holds %s", name, f.Name)
+		}
+		switch {
+		case bytes.HasPrefix(raw, protobufPrefix):
+			return "protobuf"
+		case bytes.HasPrefix(raw, []byte("{")):
+			return "json"
+		}
+		t.Fatalf("etcd value of Flock %s is neither protobuf nor JSON: %q", name, raw[:16])
+		return ""
+	}
+	update := func(name, label string) {
+		t.Helper()
+		f, err := c.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Labels = map[string]string{"step": label}
+		if _, err := c.Update(ctx, f, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	served := func(names ...string) {
+		t.Helper()
+		for _, name := range names {
+			if f, err := c.Get(ctx, name, metav1.GetOptions{}); err != nil || f.Spec.Replicas == nil || *f.Spec.Replicas != 2 {
+				t.Fatalf("Flock %s: %v, %v", name, f, err)
+			}
+		}
+		if list, err := c.List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) != len(names) {
+			t.Fatalf("list: %v, want %d Flocks", err, len(names))
+		}
+	}
+
+	if _, err := c.Create(ctx, newFlock("proto", 2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored("proto"); got != "protobuf" {
+		t.Fatalf("by default a Flock is stored as %s", got)
+	}
+
+	s.args = []string{"--storage-compression=none", "--storage-media-type=application/json"}
+	s.restart()
+	served("proto")
+	if _, err := c.Create(ctx, newFlock("json", 2), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := stored("json"); got != "json" {
+		t.Fatalf("with --storage-media-type=application/json a Flock is stored as %s", got)
+	}
+	update("proto", "to-json")
+	if got := stored("proto"); got != "json" {
+		t.Errorf("with --storage-media-type=application/json a Flock stored as protobuf stays %s after its update", got)
+	}
+
+	s.args = []string{"--storage-compression=none"}
+	s.restart()
+	served("json", "proto")
+	update("json", "to-protobuf")
+	if got := stored("json"); got != "protobuf" {
+		t.Errorf("a Flock stored as JSON stays %s after its update by a server storing protobuf", got)
 	}
 }

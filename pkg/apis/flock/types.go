@@ -171,11 +171,14 @@ type FlockStorage struct {
 	// Immutable.
 	VolumeName string
 
+	// The Go field is Capacity, not Size: a field named Size would clash with
+	// the Size method of the generated protobuf code.
+
 	// Size is the capacity of each member's node-local PersistentVolume, a
 	// quantity such as 10Gi. A hostPath directory is not limited to it; it is
 	// what the PersistentVolume and claim report. Defaults to 1Gi when
 	// claimTemplate is not set; not allowed with claimTemplate. Immutable.
-	Size string
+	Capacity string
 
 	// Mode is the permission bits of a member's node-local data directory,
 	// from 0 to 0777 (0770 by default). The directory is owned by the

@@ -185,6 +185,9 @@ func NewOptions() *Options {
 	// request to kube-apiserver.
 	o.RecommendedOptions.Admission.RecommendedPluginOrder = append(o.RecommendedOptions.Admission.RecommendedPluginOrder,
 		capacity.PluginName, storageclass.PluginName, memberdryrun.PluginName)
+	// Flocks are stored as protobuf, as kube-apiserver stores the built-in
+	// kinds: --storage-media-type picks the encoding (storageCodec).
+	o.RecommendedOptions.Etcd.DefaultStorageMediaType = runtime.ContentTypeProtobuf
 	o.RecommendedOptions.Etcd.StorageConfig.EncodeVersioner = runtime.NewMultiGroupVersioner(
 		v1alpha1.SchemeGroupVersion, schema.GroupKind{Group: v1alpha1.GroupName})
 	// Flocks are served from flock-apiserver's own etcd: never from
@@ -241,7 +244,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 
 	fs = fss.FlagSet("flock")
 	fs.StringVar(&o.StorageCompression, "storage-compression", o.StorageCompression,
-		"How Flocks are written to etcd (embedded or --etcd-servers), before any encryption at rest: zstd (compressed, prefix "+compression.Prefix+") or none (as JSON). Flocks stored either way are read, and rewritten the chosen way on their next update.")
+		"How Flocks are written to etcd (embedded or --etcd-servers), before any encryption at rest: zstd (compressed, prefix "+compression.Prefix+") or none (as --storage-media-type encodes them). Flocks stored either way are read, and rewritten the chosen way on their next update.")
 	fs.StringVar(&o.DataRoot, "data-root", o.DataRoot,
 		"Host directory under which each member's data directory <data-root>/<namespace>/<flock> is created. Users cannot choose host paths.")
 	fs.BoolVar(&o.AllowHostAccess, "allow-host-access", o.AllowHostAccess,
@@ -472,3 +475,17 @@ func (o *Options) controllerOptions() flockcontroller.Options {
 var loopback = []net.IP{net.ParseIP("127.0.0.1")}
 
 func metav1Duration(d time.Duration) metav1.Duration { return metav1.Duration{Duration: d} }
+
+// storageCodec is the codec of Flocks in etcd: written as mediaType (the
+// server's --storage-media-type), read in every encoding the server knows,
+// so that Flocks written before a change of the flag are still served and
+// are rewritten the new way on their next update. k8s.io/apiserver takes the
+// flag but leaves the codec to the server.
+func storageCodec(mediaType string) (runtime.Codec, error) {
+	info, ok := runtime.SerializerInfoForMediaType(apiserver.Codecs.SupportedMediaTypes(), mediaType)
+	if !ok {
+		return nil, fmt.Errorf("--storage-media-type %q is not an encoding flock-apiserver can store", mediaType)
+	}
+	return apiserver.Codecs.CodecForVersions(info.Serializer, apiserver.Codecs.UniversalDeserializer(),
+		schema.GroupVersions{v1alpha1.SchemeGroupVersion}, runtime.InternalGroupVersioner), nil
+}

@@ -112,6 +112,11 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		}
 		return []admission.PluginInitializer{flockinitializer.New(c.SharedInformerFactory, flockInformers).WithMemberPodClient(memberPods)}, nil
 	}
+	codec, err := storageCodec(o.RecommendedOptions.Etcd.DefaultStorageMediaType)
+	if err != nil {
+		return nil, err
+	}
+	o.RecommendedOptions.Etcd.StorageConfig.Codec = codec
 	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
 		return nil, err
 	}

@@ -104,7 +104,7 @@ func MemberDataDir(dataRoot string, f *v1alpha1.Flock) string {
 // storageSize returns spec.storage.size as a quantity, 1Gi when it is unset
 // or (for an object validation did not see) unparsable.
 func storageSize(f *v1alpha1.Flock) resource.Quantity {
-	if q, err := resource.ParseQuantity(f.Spec.Storage.Size); err == nil && q.Sign() > 0 {
+	if q, err := resource.ParseQuantity(f.Spec.Storage.Capacity); err == nil && q.Sign() > 0 {
 		return q
 	}
 	return resource.MustParse(v1alpha1.DefaultStorageSize)

@@ -646,7 +646,7 @@ func TestEnsureRebindsAndReplaces(t *testing.T) {
 func TestEnsureClaimTemplate(t *testing.T) {
 	d := newDataFixture(t)
 	fl := uidFlock("pg", 3)
-	fl.Spec.Storage.Size, fl.Spec.Storage.Mode = "", nil
+	fl.Spec.Storage.Capacity, fl.Spec.Storage.Mode = "", nil
 	fl.Spec.Storage.ClaimTemplate = &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
 		AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
 		StorageClassName: ptr.To("fast"),

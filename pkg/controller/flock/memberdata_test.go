@@ -66,7 +66,7 @@ func TestNewMemberVolume(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fl := uidFlock("pg", 3)
-			fl.Spec.Storage.Size = tc.size
+			fl.Spec.Storage.Capacity = tc.size
 			pv := NewMemberVolume(fl, v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}, "host-b", "/srv/flock", "")
 			if pv.Name != PersistentVolumeName(fl.UID, 1) || pv.Namespace != "" {
 				t.Errorf("name %q namespace %q", pv.Name, pv.Namespace)
@@ -120,7 +120,7 @@ func TestNodeHostname(t *testing.T) {
 func TestNewMemberClaim(t *testing.T) {
 	t.Run("node-local", func(t *testing.T) {
 		fl := uidFlock("pg", 3)
-		fl.Spec.Storage.Size = "5Gi"
+		fl.Spec.Storage.Capacity = "5Gi"
 		c := NewMemberClaim(fl, 0, PersistentVolumeName(fl.UID, 0))
 		if c.Name != "data-pg-0" || c.Namespace != testNamespace || !isControlledBy(c, fl) {
 			t.Errorf("claim meta = %+v", c.ObjectMeta)
@@ -137,7 +137,7 @@ func TestNewMemberClaim(t *testing.T) {
 	})
 	t.Run("claim template", func(t *testing.T) {
 		fl := uidFlock("pg", 3)
-		fl.Spec.Storage.Size, fl.Spec.Storage.Mode = "", nil
+		fl.Spec.Storage.Capacity, fl.Spec.Storage.Mode = "", nil
 		fl.Spec.Storage.ClaimTemplate = &corev1.PersistentVolumeClaimTemplate{
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"tier": "db", "flock.dev/name": "spoof"}, Annotations: map[string]string{"a": "b"}},
 			Spec: corev1.PersistentVolumeClaimSpec{

@@ -35,7 +35,7 @@ func validFlock() *flock.Flock {
 			Replicas:    ptr.To(int32(3)),
 			Selector:    &metav1.LabelSelector{MatchLabels: map[string]string{"app": "pg"}},
 			ServiceName: "pg",
-			Storage: flock.FlockStorage{VolumeName: "data", Size: "1Gi", Retention: flock.RetentionPolicy{
+			Storage: flock.FlockStorage{VolumeName: "data", Capacity: "1Gi", Retention: flock.RetentionPolicy{
 				WhenDeleted: flock.RetainRetentionPolicy, WhenScaled: flock.RetainRetentionPolicy}},
 			PodManagementPolicy: flock.OrderedReadyPodManagement,
 			UpdateStrategy: flock.FlockUpdateStrategy{Type: flock.RollingUpdateFlockStrategyType,

@@ -1,9 +1,10 @@
 // Package compression stores Flocks in etcd compressed (zstd, fastest
 // level) under a prefix of their own, and reads them back whether they were
-// stored compressed or, as before this package, as plain JSON.
+// stored compressed or, as before this package, plain (JSON or protobuf, as
+// --storage-media-type says).
 //
-// A stored Flock is mostly JSON names and its managed fields: about 5.5 KiB
-// that compresses 3.3 times. Stored compressed, each version takes one
+// A Flock stored as JSON is mostly names and its managed fields: about 5.5
+// KiB that compresses 3.3 times. Stored compressed, each version takes one
 // page of etcd's database file instead of two, the raft log and the write-ahead
 // log hold a third of the bytes, and the database file that flock-apiserver's
 // embedded etcd keeps mapped in memory is a third of the size (issue 17).
@@ -27,7 +28,8 @@ import (
 )
 
 // Prefix starts every compressed value; what follows it is one zstd frame.
-// A plain value is JSON, which starts with '{', and a value encrypted at
+// A plain value is JSON, which starts with '{', or protobuf, which starts
+// with "k8s" and a zero byte, and a value encrypted at
 // rest starts with "k8s:enc:".
 const Prefix = "flock:zstd:"
 

@@ -41,8 +41,8 @@ func fuzzFlockSpec(s *flock.FlockSpec, c randfill.Continue) {
 		s.Storage.VolumeName = v1alpha1.DefaultVolumeName
 	}
 	if s.Storage.ClaimTemplate == nil {
-		if s.Storage.Size == "" {
-			s.Storage.Size = v1alpha1.DefaultStorageSize
+		if s.Storage.Capacity == "" {
+			s.Storage.Capacity = v1alpha1.DefaultStorageSize
 		}
 		if s.Storage.Mode == nil {
 			s.Storage.Mode = ptr.To(v1alpha1.DefaultStorageMode)

@@ -38,8 +38,8 @@ func SetDefaults_FlockSpec(obj *FlockSpec) {
 	}
 	if obj.Storage.ClaimTemplate == nil {
 		// Node-local data; a claim template carries its own size.
-		if obj.Storage.Size == "" {
-			obj.Storage.Size = DefaultStorageSize
+		if obj.Storage.Capacity == "" {
+			obj.Storage.Capacity = DefaultStorageSize
 		}
 		if obj.Storage.Mode == nil {
 			obj.Storage.Mode = ptr.To(DefaultStorageMode)

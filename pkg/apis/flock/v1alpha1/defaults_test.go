@@ -52,7 +52,7 @@ func defaulted() *v1alpha1.Flock {
 	f.Spec.ServiceName = "pg"
 	f.Spec.Storage = v1alpha1.FlockStorage{
 		VolumeName: "data",
-		Size:       v1alpha1.DefaultStorageSize,
+		Capacity:   v1alpha1.DefaultStorageSize,
 		Mode:       ptr.To(v1alpha1.DefaultStorageMode),
 		Retention: v1alpha1.RetentionPolicy{
 			WhenDeleted: v1alpha1.RetainRetentionPolicy,
@@ -81,7 +81,7 @@ func explicit() *v1alpha1.Flock {
 	f.Spec.ServiceName = "pg-headless"
 	f.Spec.Storage = v1alpha1.FlockStorage{
 		VolumeName: "store",
-		Size:       "10Gi",
+		Capacity:   "10Gi",
 		Mode:       ptr.To(int32(0o700)),
 		Retention: v1alpha1.RetentionPolicy{
 			WhenDeleted: v1alpha1.DeleteRetentionPolicy,
@@ -146,7 +146,7 @@ func TestDefaults(t *testing.T) {
 			return f
 		}, want: func() *v1alpha1.Flock {
 			f := defaulted()
-			f.Spec.Storage.Size, f.Spec.Storage.Mode = "", nil
+			f.Spec.Storage.Capacity, f.Spec.Storage.Mode = "", nil
 			f.Spec.Storage.ClaimTemplate = &corev1.PersistentVolumeClaimTemplate{}
 			return f
 		}},
@@ -231,7 +231,7 @@ func TestDefaultsOnDecode(t *testing.T) {
 		{"replicas (explicit 0 kept)", *s.Replicas, int32(0)},
 		{"serviceName", s.ServiceName, "pg"},
 		{"storage.volumeName", s.Storage.VolumeName, v1alpha1.DefaultVolumeName},
-		{"storage.size", s.Storage.Size, v1alpha1.DefaultStorageSize},
+		{"storage.size", s.Storage.Capacity, v1alpha1.DefaultStorageSize},
 		{"storage.mode", derefOrNil(s.Storage.Mode), v1alpha1.DefaultStorageMode},
 		{"storage.retention.whenDeleted", s.Storage.Retention.WhenDeleted, flock.RetainRetentionPolicy},
 		{"storage.retention.whenScaled", s.Storage.Retention.WhenScaled, flock.RetainRetentionPolicy},

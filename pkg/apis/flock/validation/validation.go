@@ -140,7 +140,7 @@ func ValidateFlockUpdate(newF, oldF *flock.Flock, opts Options) field.ErrorList 
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newSpec.Selector, oldSpec.Selector, specPath.Child("selector"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newSpec.ServiceName, oldSpec.ServiceName, specPath.Child("serviceName"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newSpec.Storage.VolumeName, oldSpec.Storage.VolumeName, specPath.Child("storage", "volumeName"))...)
-	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newSpec.Storage.Size, oldSpec.Storage.Size, specPath.Child("storage", "size"))...)
+	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newSpec.Storage.Capacity, oldSpec.Storage.Capacity, specPath.Child("storage", "size"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newSpec.Storage.ClaimTemplate, oldSpec.Storage.ClaimTemplate, specPath.Child("storage", "claimTemplate"))...)
 	allErrs = append(allErrs, apimachineryvalidation.ValidateImmutableField(newSpec.PodManagementPolicy, oldSpec.PodManagementPolicy, specPath.Child("podManagementPolicy"))...)
 	return allErrs
@@ -275,7 +275,7 @@ func validateStorage(s *flock.FlockStorage, fldPath *field.Path) field.ErrorList
 	if s.ClaimTemplate != nil {
 		// Node-local data and claims from a StorageClass are two modes.
 		const detail = "may not be set with spec.storage.claimTemplate: the claim template's resources.requests.storage is the size of a member's volume"
-		if s.Size != "" {
+		if s.Capacity != "" {
 			allErrs = append(allErrs, field.Forbidden(sizePath, detail))
 		}
 		if s.Mode != nil {
@@ -284,12 +284,12 @@ func validateStorage(s *flock.FlockStorage, fldPath *field.Path) field.ErrorList
 		}
 		allErrs = append(allErrs, validateClaimTemplate(s.ClaimTemplate, fldPath.Child("claimTemplate"))...)
 	} else {
-		if s.Size == "" {
+		if s.Capacity == "" {
 			allErrs = append(allErrs, field.Required(sizePath, "the capacity of each member's PersistentVolume, such as 1Gi"))
-		} else if q, err := resource.ParseQuantity(s.Size); err != nil {
-			allErrs = append(allErrs, field.Invalid(sizePath, s.Size, "must be a quantity such as 1Gi or 500Mi"))
+		} else if q, err := resource.ParseQuantity(s.Capacity); err != nil {
+			allErrs = append(allErrs, field.Invalid(sizePath, s.Capacity, "must be a quantity such as 1Gi or 500Mi"))
 		} else if q.Sign() <= 0 {
-			allErrs = append(allErrs, field.Invalid(sizePath, s.Size, "must be greater than zero"))
+			allErrs = append(allErrs, field.Invalid(sizePath, s.Capacity, "must be greater than zero"))
 		}
 		if s.Mode != nil && (*s.Mode < 0 || *s.Mode > MaxStorageMode) {
 			allErrs = append(allErrs, field.Invalid(modePath, *s.Mode,

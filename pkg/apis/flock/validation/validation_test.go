@@ -28,7 +28,7 @@ func validFlock() *flock.Flock {
 			Placement:   flock.FlockPlacement{NodeSelector: map[string]string{"disk": "local"}},
 			Storage: flock.FlockStorage{
 				VolumeName: "data",
-				Size:       "1Gi",
+				Capacity:   "1Gi",
 				Mode:       ptr.To(int32(0o770)),
 				Retention: flock.RetentionPolicy{
 					WhenDeleted: flock.RetainRetentionPolicy,
@@ -112,7 +112,7 @@ func checkErrors(t *testing.T, errs field.ErrorList, want []wantErr) {
 
 // useClaimTemplate switches f to claims from a StorageClass.
 func useClaimTemplate(f *flock.Flock) {
-	f.Spec.Storage.Size, f.Spec.Storage.Mode = "", nil
+	f.Spec.Storage.Capacity, f.Spec.Storage.Mode = "", nil
 	f.Spec.Storage.ClaimTemplate = &corev1.PersistentVolumeClaimTemplate{
 		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"tier": "db"}},
 		Spec: corev1.PersistentVolumeClaimSpec{
@@ -253,11 +253,11 @@ func TestValidateFlock(t *testing.T) {
 			f.Spec.Template.Spec.Containers[0].VolumeMounts[0].Name = "Data"
 			f.Spec.Template.Spec.InitContainers[0].VolumeMounts[0].Name = "Data"
 		}, want: []wantErr{{field.ErrorTypeInvalid, "spec.storage.volumeName", "RFC 1123 label"}}},
-		{name: "size not a quantity", mutate: func(f *flock.Flock) { f.Spec.Storage.Size = "lots" },
+		{name: "size not a quantity", mutate: func(f *flock.Flock) { f.Spec.Storage.Capacity = "lots" },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.storage.size", "must be a quantity such as 1Gi"}}},
-		{name: "size zero", mutate: func(f *flock.Flock) { f.Spec.Storage.Size = "0" },
+		{name: "size zero", mutate: func(f *flock.Flock) { f.Spec.Storage.Capacity = "0" },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.storage.size", "must be greater than zero"}}},
-		{name: "size missing in node mode", mutate: func(f *flock.Flock) { f.Spec.Storage.Size = "" },
+		{name: "size missing in node mode", mutate: func(f *flock.Flock) { f.Spec.Storage.Capacity = "" },
 			want: []wantErr{{field.ErrorTypeRequired, "spec.storage.size", "capacity of each member's PersistentVolume"}}},
 		{name: "mode unset is fine", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = nil }},
 		{name: "mode 0700", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = ptr.To(int32(0o700)) }},
@@ -272,7 +272,7 @@ func TestValidateFlock(t *testing.T) {
 		}},
 		{name: "both modes at once", mutate: func(f *flock.Flock) {
 			useClaimTemplate(f)
-			f.Spec.Storage.Size, f.Spec.Storage.Mode = "1Gi", ptr.To(int32(0o770))
+			f.Spec.Storage.Capacity, f.Spec.Storage.Mode = "1Gi", ptr.To(int32(0o770))
 		}, want: []wantErr{
 			{field.ErrorTypeForbidden, "spec.storage.size", "may not be set with spec.storage.claimTemplate"},
 			{field.ErrorTypeForbidden, "spec.storage.mode", "may not be set with spec.storage.claimTemplate"},
@@ -599,7 +599,7 @@ func TestValidateFlockUpdate(t *testing.T) {
 			f.Spec.Template.Spec.Containers[0].VolumeMounts[0].Name = "store"
 			f.Spec.Template.Spec.InitContainers[0].VolumeMounts[0].Name = "store"
 		}, want: []wantErr{{field.ErrorTypeInvalid, "spec.storage.volumeName", "field is immutable"}}},
-		{name: "size changes", mutate: func(f *flock.Flock) { f.Spec.Storage.Size = "2Gi" },
+		{name: "size changes", mutate: func(f *flock.Flock) { f.Spec.Storage.Capacity = "2Gi" },
 			want: []wantErr{{field.ErrorTypeInvalid, "spec.storage.size", "field is immutable"}}},
 		{name: "mode changes", mutate: func(f *flock.Flock) { f.Spec.Storage.Mode = ptr.To(int32(0o750)) }},
 		{name: "claimTemplate added", mutate: func(f *flock.Flock) { useClaimTemplate(f) }, want: []wantErr{

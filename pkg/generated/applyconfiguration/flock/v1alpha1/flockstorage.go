@@ -39,7 +39,7 @@ type FlockStorageApplyConfiguration struct {
 	// quantity such as 10Gi. A hostPath directory is not limited to it; it is
 	// what the PersistentVolume and claim report. Defaults to 1Gi when
 	// claimTemplate is not set; not allowed with claimTemplate. Immutable.
-	Size *string `json:"size,omitempty"`
+	Capacity *string `json:"size,omitempty"`
 	// Mode is the permission bits of a member's node-local data directory,
 	// from 0 to 0777 (0770 by default; YAML accepts octal, JSON needs
 	// decimal). The directory is owned by the template's runAsUser and
@@ -70,11 +70,11 @@ func (b *FlockStorageApplyConfiguration) WithVolumeName(value string) *FlockStor
 	return b
 }
 
-// WithSize sets the Size field in the declarative configuration to the given value
+// WithCapacity sets the Capacity field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
-// If called multiple times, the Size field is set to the value of the last call.
-func (b *FlockStorageApplyConfiguration) WithSize(value string) *FlockStorageApplyConfiguration {
-	b.Size = &value
+// If called multiple times, the Capacity field is set to the value of the last call.
+func (b *FlockStorageApplyConfiguration) WithCapacity(value string) *FlockStorageApplyConfiguration {
+	b.Capacity = &value
 	return b
 }
 

@@ -74,6 +74,7 @@ func newFlocks(c *FlockV1alpha1Client, namespace string) *flocks {
 			namespace,
 			func() *flockv1alpha1.Flock { return &flockv1alpha1.Flock{} },
 			func() *flockv1alpha1.FlockList { return &flockv1alpha1.FlockList{} },
+			gentype.PrefersProtobuf[*flockv1alpha1.Flock](),
 		),
 	}
 }
@@ -82,6 +83,7 @@ func newFlocks(c *FlockV1alpha1Client, namespace string) *flocks {
 func (c *flocks) GetScale(ctx context.Context, flockName string, options v1.GetOptions) (result *autoscalingv1.Scale, err error) {
 	result = &autoscalingv1.Scale{}
 	err = c.GetClient().Get().
+		UseProtobufAsDefault().
 		Namespace(c.GetNamespace()).
 		Resource("flocks").
 		Name(flockName).
@@ -96,6 +98,7 @@ func (c *flocks) GetScale(ctx context.Context, flockName string, options v1.GetO
 func (c *flocks) UpdateScale(ctx context.Context, flockName string, scale *autoscalingv1.Scale, opts v1.UpdateOptions) (result *autoscalingv1.Scale, err error) {
 	result = &autoscalingv1.Scale{}
 	err = c.GetClient().Put().
+		UseProtobufAsDefault().
 		Namespace(c.GetNamespace()).
 		Resource("flocks").
 		Name(flockName).
@@ -111,6 +114,7 @@ func (c *flocks) UpdateScale(ctx context.Context, flockName string, scale *autos
 func (c *flocks) Move(ctx context.Context, flockName string, flockMove *flockv1alpha1.FlockMove, opts v1.CreateOptions) (result *flockv1alpha1.Flock, err error) {
 	result = &flockv1alpha1.Flock{}
 	err = c.GetClient().Post().
+		UseProtobufAsDefault().
 		Namespace(c.GetNamespace()).
 		Resource("flocks").
 		Name(flockName).
