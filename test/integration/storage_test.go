@@ -13,6 +13,7 @@ import (
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/pkg/generated/clientset/versioned/scheme"
+	flockclient "flock.dev/flock/pkg/generated/clientset/versioned/typed/flock/v1alpha1"
 	"flock.dev/flock/pkg/storage/compression"
 )
 
@@ -51,17 +52,7 @@ func TestFlocksStoredCompressed(t *testing.T) {
 		}
 		return raw, compressed
 	}
-	relabel := func(name, label string) {
-		t.Helper()
-		f, err := c.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Labels = map[string]string{"step": label}
-		if _, err := c.Update(ctx, f, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	relabel := func(name, label string) { t.Helper(); relabelFlock(t, ctx, c, name, label) }
 	served := func(names ...string) {
 		t.Helper()
 		list, err := c.List(ctx, metav1.ListOptions{ResourceVersion: ""})
@@ -134,6 +125,20 @@ func storedValue(t *testing.T, ctx context.Context, etcd *clientv3.Client, name 
 	return nil
 }
 
+// relabelFlock updates the Flock name with the label step=label, which
+// makes the server write it anew.
+func relabelFlock(t *testing.T, ctx context.Context, c flockclient.FlockInterface, name, label string) {
+	t.Helper()
+	f, err := c.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Labels = map[string]string{"step": label}
+	if _, err := c.Update(ctx, f, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // protobufPrefix starts every object kube-style storage writes as protobuf.
 var protobufPrefix = []byte("k8s\x00")
 
@@ -180,17 +185,7 @@ func TestFlocksStoredAsProtobuf(t *testing.T) {
 		t.Fatalf("etcd value of Flock %s is neither protobuf nor JSON: %q", name, raw[:16])
 		return ""
 	}
-	update := func(name, label string) {
-		t.Helper()
-		f, err := c.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.Labels = map[string]string{"step": label}
-		if _, err := c.Update(ctx, f, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	update := func(name, label string) { t.Helper(); relabelFlock(t, ctx, c, name, label) }
 	served := func(names ...string) {
 		t.Helper()
 		for _, name := range names {
