@@ -168,7 +168,10 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	// (issue 17). A new Flock's node-local members get no pod in its first
 	// sync (their helpers run first); a member with a claim template may,
 	// a moment before the Service, which is well before it runs.
-	svcCond, err := fc.syncService(ctx, f, rm, frozen)
+	// A Flock of no members gets its Service with its first member (its
+	// DNS names are the members'), and keeps it from then on.
+	needed := replicas > 0 || len(members) > 0 || len(podByOrdinal) > 0
+	svcCond, err := fc.syncService(ctx, f, rm, frozen, needed)
 	if err != nil {
 		errs = append(errs, err)
 	}

@@ -113,6 +113,50 @@ func TestOrderedReadyCreatesOneMemberAtATime(t *testing.T) {
 
 // The sync that creates the headless Service already reports it as the
 // next sync finds it, so that sync has nothing to write for it.
+// TestServiceWithTheFirstMember: a Flock of no members gets no headless
+// Service (it would publish no name), and says so in ServiceReady; scaled up,
+// the sync that makes its first member makes the Service too; scaled back to
+// zero, the Service is kept.
+func TestServiceWithTheFirstMember(t *testing.T) {
+	f := newFixture(t, "n-a")
+	f.createFlock(newFlock("pg", 0))
+	f.mustSync("pg")
+	f.mustSync("pg")
+	if n := len(f.services.List()); n != 0 {
+		t.Fatalf("%d Services for a Flock of no members, want none", n)
+	}
+	if c := f.condition("pg", v1alpha1.FlockServiceReady); c.Status != metav1.ConditionTrue || c.Reason != ReasonServiceNotNeeded || !strings.Contains(c.Message, "pg") {
+		t.Fatalf("ServiceReady with no members = %+v", c)
+	}
+	for _, e := range f.events() {
+		if strings.Contains(e, "Service") {
+			t.Errorf("event for a Flock of no members: %s", e)
+		}
+	}
+
+	f.scale("pg", 1)
+	f.mustSync("pg")
+	if n := len(f.services.List()); n != 1 {
+		t.Fatalf("%d Services after the scale up's first sync, want 1", n)
+	}
+	if c := f.condition("pg", v1alpha1.FlockServiceReady); c.Status != metav1.ConditionTrue || c.Reason != ReasonServiceReady {
+		t.Fatalf("ServiceReady after the scale up = %+v", c)
+	}
+	f.settle("pg")
+	if p := f.pod("pg-0"); p == nil || p.Spec.Subdomain != "pg" {
+		t.Fatalf("pg-0 = %+v", p)
+	}
+
+	f.scale("pg", 0)
+	f.settle("pg")
+	if n := len(f.services.List()); n != 1 {
+		t.Fatalf("%d Services after the scale down to zero, want the Service kept", n)
+	}
+	if c := f.condition("pg", v1alpha1.FlockServiceReady); c.Reason != ReasonServiceReady {
+		t.Fatalf("ServiceReady after the scale down to zero = %+v", c)
+	}
+}
+
 func TestServiceReadyFromTheSyncThatCreatesIt(t *testing.T) {
 	f := newFixture(t, "n-a")
 	f.createFlock(newFlock("pg", 1))

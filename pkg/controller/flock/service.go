@@ -114,13 +114,18 @@ func ServicePorts(spec *corev1.PodSpec) []corev1.ServicePort {
 // control is never modified; the one exception is an orphan the controller
 // made for this Flock (labelled flock.dev/name=<flock>, headless), which is
 // adopted back. A Flock that is being deleted, or whose namespace is
-// (frozen), only has its Service's state reported.
-func (fc *defaultFlockControl) syncService(ctx context.Context, f *v1alpha1.Flock, rm *refManager, frozen bool) (metav1.Condition, error) {
+// (frozen), only has its Service's state reported. A missing Service is made
+// only when needed, once the Flock has or is to have members: over no pods
+// it would publish no name, yet cost kube-apiserver four writes (the
+// Service, kube-controller-manager's Endpoints and EndpointSlice, the event).
+func (fc *defaultFlockControl) syncService(ctx context.Context, f *v1alpha1.Flock, rm *refManager, frozen, needed bool) (metav1.Condition, error) {
 	logger := klog.FromContext(ctx)
 	name := serviceNameOf(f)
 
 	svc, err := fc.members.GetService(f.Namespace, name)
 	switch {
+	case apierrors.IsNotFound(err) && !needed:
+		return serviceCond(metav1.ConditionTrue, ReasonServiceNotNeeded, "no members: headless Service %s is made with the first", name), nil
 	case apierrors.IsNotFound(err):
 		if frozen {
 			return serviceCond(metav1.ConditionFalse, ReasonServiceMissing, "Service %s does not exist", name), nil

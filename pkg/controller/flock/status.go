@@ -57,6 +57,7 @@ const (
 	ReasonServiceNotOwned    = "ServiceNotOwned"
 	ReasonServiceNotHeadless = "ServiceNotHeadless"
 	ReasonServiceMissing     = "ServiceMissing"
+	ReasonServiceNotNeeded   = "NoMembers"
 	ReasonDataCleanup        = "DataCleanup"
 	ReasonRollingUpdate      = "RollingUpdate"
 	ReasonRolloutHalted      = "RolloutHalted"
