@@ -111,8 +111,6 @@ func TestOrderedReadyCreatesOneMemberAtATime(t *testing.T) {
 	}
 }
 
-// The sync that creates the headless Service already reports it as the
-// next sync finds it, so that sync has nothing to write for it.
 // TestServiceWithTheFirstMember: a Flock of no members gets no headless
 // Service (it would publish no name), and says so in ServiceReady; scaled up,
 // the sync that makes its first member makes the Service too; scaled back to
@@ -157,6 +155,8 @@ func TestServiceWithTheFirstMember(t *testing.T) {
 	}
 }
 
+// The sync that creates the headless Service already reports it as the
+// next sync finds it, so that sync has nothing to write for it.
 func TestServiceReadyFromTheSyncThatCreatesIt(t *testing.T) {
 	f := newFixture(t, "n-a")
 	f.createFlock(newFlock("pg", 1))
