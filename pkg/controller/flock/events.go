@@ -5,6 +5,7 @@
 package flock
 
 import (
+	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
@@ -96,11 +97,39 @@ func (s *namespaceAwareSink) refusal(e *corev1.Event) error {
 	return err
 }
 
+// Create also marks kube-apiserver's refusal of an event whose namespace
+// is gone (404, namespaces NAME not found: the namespace was deleted while
+// the event waited in the broadcaster's queue) as the broadcaster's quiet
+// refusals are marked, with the namespace-terminating cause: otherwise it
+// logs each such event as an error ("Server rejected event"). A patch of an
+// event that is gone is left as it is: the broadcaster then creates the
+// event anew, which comes here.
 func (s *namespaceAwareSink) Create(e *corev1.Event) (*corev1.Event, error) {
 	if err := s.refusal(e); err != nil {
 		return nil, err
 	}
-	return s.EventSink.Create(e)
+	out, err := s.EventSink.Create(e)
+	return out, quietIfNamespaceGone(err, e.Namespace)
+}
+
+// quietIfNamespaceGone adds the namespace-terminating cause to err when it
+// is kube-apiserver's answer that namespace ns does not exist.
+func quietIfNamespaceGone(err error, ns string) error {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return err
+	}
+	d := status.Status().Details
+	if d == nil || d.Kind != "namespaces" || d.Name != ns || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return err
+	}
+	st := status.Status()
+	gone := &apierrors.StatusError{ErrStatus: *st.DeepCopy()}
+	gone.ErrStatus.Details.Causes = append(gone.ErrStatus.Details.Causes, metav1.StatusCause{
+		Type: corev1.NamespaceTerminatingCause, Field: "metadata.namespace",
+		Message: fmt.Sprintf("namespace %s is gone", ns),
+	})
+	return gone
 }
 
 func (s *namespaceAwareSink) Update(e *corev1.Event) (*corev1.Event, error) {

@@ -51,3 +51,53 @@ func TestNoEventsInANamespaceBeingDeleted(t *testing.T) {
 		}
 	}
 }
+
+// errSink answers every write with err.
+type errSink struct{ err error }
+
+func (s errSink) Create(e *corev1.Event) (*corev1.Event, error) { return e, s.err }
+func (s errSink) Update(e *corev1.Event) (*corev1.Event, error) { return e, s.err }
+func (s errSink) Patch(e *corev1.Event, _ []byte) (*corev1.Event, error) {
+	return e, s.err
+}
+
+// TestEventOfANamespaceGoneIsRefusedQuietly: kube-apiserver's refusal of an
+// event whose namespace is gone (404 for the namespace) comes back from the
+// sink's Create with the namespace-terminating cause, on which the event
+// broadcaster drops it without an error log; any other refusal, and a
+// patch's (the broadcaster then creates the event anew), come back as they
+// are.
+func TestEventOfANamespaceGoneIsRefusedQuietly(t *testing.T) {
+	lister := corelisters.NewNamespaceLister(cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}))
+	e := &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "gone", Name: "pg.1"}, Reason: "SuccessfulCreate"}
+	nsGone := apierrors.NewNotFound(corev1.Resource("namespaces"), "gone")
+	for _, tc := range []struct {
+		name  string
+		err   error
+		quiet bool
+	}{
+		{"namespace gone", nsGone, true},
+		{"another namespace", apierrors.NewNotFound(corev1.Resource("namespaces"), "other"), false},
+		{"the event not found", apierrors.NewNotFound(corev1.Resource("events"), "pg.1"), false},
+		{"a conflict", apierrors.NewConflict(corev1.Resource("events"), "pg.1", nil), false},
+	} {
+		sink := NewNamespaceAwareSink(errSink{tc.err}, lister)
+		_, err := sink.Create(e)
+		if quiet := apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause); quiet != tc.quiet {
+			t.Errorf("%s: create: %v, want quiet %v", tc.name, err, tc.quiet)
+		}
+		if apierrors.ReasonForError(err) != apierrors.ReasonForError(tc.err) {
+			t.Errorf("%s: create: reason %s, want %s", tc.name, apierrors.ReasonForError(err), apierrors.ReasonForError(tc.err))
+		}
+	}
+	if apierrors.HasStatusCause(nsGone, corev1.NamespaceTerminatingCause) {
+		t.Error("the sink changed the error it was given")
+	}
+	sink := NewNamespaceAwareSink(errSink{nsGone}, lister)
+	if _, err := sink.Patch(e, []byte(`{"count":2}`)); apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) || !apierrors.IsNotFound(err) {
+		t.Errorf("patch: %v, want the NotFound as it is", err)
+	}
+	if _, err := NewNamespaceAwareSink(errSink{}, lister).Create(e); err != nil {
+		t.Errorf("create written: %v", err)
+	}
+}
