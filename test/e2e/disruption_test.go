@@ -13,11 +13,15 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
 
 func TestFlockDisruptionBudgetDrains(t *testing.T) {
@@ -106,7 +110,8 @@ func TestFlockDisruptionBudgetDrains(t *testing.T) {
 }
 
 // TestFlockDisruptionBudgetPolicy: the budget follows spec.disruptionBudget
-// and replicas, and policy None removes it.
+// and replicas, and policy None removes it. A Flock of no members has no
+// budget and no headless Service; both come with its first member.
 func TestFlockDisruptionBudgetPolicy(t *testing.T) {
 	ns := newNamespace(t)
 	logFile := filepath.Join(env.LogDir(), "flock-apiserver.log")
@@ -136,6 +141,24 @@ func TestFlockDisruptionBudgetPolicy(t *testing.T) {
 	if _, err := env.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctxFor(t), empty.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a Flock of no members has a budget (err %v), want none", err)
 	}
+	// Nor a headless Service (it would publish no name), once the
+	// controller has synced it: its ServiceReady says NoMembers.
+	eventually(t, time.Minute, "ServiceReady NoMembers on a Flock of no members", func(ctx context.Context) error {
+		got, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, empty.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, flockv1alpha1.FlockServiceReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != "NoMembers" {
+			return fmt.Errorf("ServiceReady %+v", c)
+		}
+		return nil
+	})
+	if _, err := env.Kube.CoreV1().Services(ns).Get(ctxFor(t), empty.Name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a Flock of no members has a Service (err %v), want none", err)
+	}
+	if _, err := env.Kube.CoreV1().Services(ns).Get(ctxFor(t), "tuned", metav1.GetOptions{}); err != nil {
+		t.Errorf("the Flock of 3 members has no Service: %v", err)
+	}
 	if _, err := env.Flock.FlockV1alpha1().Flocks(ns).Patch(ctxFor(t), empty.Name, types.MergePatchType, []byte(`{"spec":{"replicas":1}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -146,6 +169,23 @@ func TestFlockDisruptionBudgetPolicy(t *testing.T) {
 		}
 		if pdb.Spec.MinAvailable == nil || *pdb.Spec.MinAvailable != intstr.FromInt32(0) {
 			return fmt.Errorf("minAvailable %v, want 0 (1 replica, maxUnavailable 1)", pdb.Spec.MinAvailable)
+		}
+		return nil
+	})
+	eventually(t, time.Minute, "a headless Service once the Flock has a member", func(ctx context.Context) error {
+		svc, err := env.Kube.CoreV1().Services(ns).Get(ctx, empty.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if svc.Spec.ClusterIP != corev1.ClusterIPNone || !metav1.IsControlledBy(svc, empty) {
+			return fmt.Errorf("Service clusterIP %q, owners %v; want headless, controlled by the Flock", svc.Spec.ClusterIP, svc.OwnerReferences)
+		}
+		got, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, empty.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, flockv1alpha1.FlockServiceReady); c == nil || c.Reason != "ServiceReady" {
+			return fmt.Errorf("ServiceReady %+v", c)
 		}
 		return nil
 	})
