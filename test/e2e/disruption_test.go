@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
+	flockcontroller "flock.dev/flock/pkg/controller/flock"
 )
 
 func TestFlockDisruptionBudgetDrains(t *testing.T) {
@@ -148,7 +149,7 @@ func TestFlockDisruptionBudgetPolicy(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if c := meta.FindStatusCondition(got.Status.Conditions, flockv1alpha1.FlockServiceReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != "NoMembers" {
+		if c := meta.FindStatusCondition(got.Status.Conditions, flockv1alpha1.FlockServiceReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != flockcontroller.ReasonServiceNotNeeded {
 			return fmt.Errorf("ServiceReady %+v", c)
 		}
 		return nil
@@ -184,7 +185,7 @@ func TestFlockDisruptionBudgetPolicy(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if c := meta.FindStatusCondition(got.Status.Conditions, flockv1alpha1.FlockServiceReady); c == nil || c.Reason != "ServiceReady" {
+		if c := meta.FindStatusCondition(got.Status.Conditions, flockv1alpha1.FlockServiceReady); c == nil || c.Reason != flockcontroller.ReasonServiceReady {
 			return fmt.Errorf("ServiceReady %+v", c)
 		}
 		return nil

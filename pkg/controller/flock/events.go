@@ -90,10 +90,7 @@ func (s *namespaceAwareSink) refusal(e *corev1.Event) error {
 	}
 	err := apierrors.NewForbidden(corev1.Resource("events"), e.Name,
 		fmt.Errorf("unable to create new content in namespace %s because it is being terminated", e.Namespace))
-	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
-		Type: corev1.NamespaceTerminatingCause, Field: "metadata.namespace",
-		Message: fmt.Sprintf("namespace %s is being terminated", e.Namespace),
-	})
+	addNamespaceTerminatingCause(err, fmt.Sprintf("namespace %s is being terminated", e.Namespace))
 	return err
 }
 
@@ -125,11 +122,16 @@ func quietIfNamespaceGone(err error, ns string) error {
 	}
 	st := status.Status()
 	gone := &apierrors.StatusError{ErrStatus: *st.DeepCopy()}
-	gone.ErrStatus.Details.Causes = append(gone.ErrStatus.Details.Causes, metav1.StatusCause{
-		Type: corev1.NamespaceTerminatingCause, Field: "metadata.namespace",
-		Message: fmt.Sprintf("namespace %s is gone", ns),
-	})
+	addNamespaceTerminatingCause(gone, fmt.Sprintf("namespace %s is gone", ns))
 	return gone
+}
+
+// addNamespaceTerminatingCause adds to err the cause on which the event
+// broadcaster drops a refused event without an error log.
+func addNamespaceTerminatingCause(err *apierrors.StatusError, message string) {
+	err.ErrStatus.Details.Causes = append(err.ErrStatus.Details.Causes, metav1.StatusCause{
+		Type: corev1.NamespaceTerminatingCause, Field: "metadata.namespace", Message: message,
+	})
 }
 
 func (s *namespaceAwareSink) Update(e *corev1.Event) (*corev1.Event, error) {
