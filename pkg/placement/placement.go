@@ -345,8 +345,9 @@ func (e *CheckError) FieldError() *field.Error {
 // decide. Ordinals that cannot be placed are returned in unplaced.
 //
 // Every node in existing counts as used by this Flock, including the nodes of
-// ordinals >= r.Replicas (members that are still being removed), so two
-// members never share a node. An explicit r.Nodes[i] that is missing,
+// ordinals >= r.Replicas (members that are still being removed) and of
+// negative ordinals (nodes the caller holds back), so two members never
+// share a node. An explicit r.Nodes[i] that is missing,
 // ineligible or already used leaves ordinal i unplaced: an explicit ordinal
 // never falls back to the pool. New explicit ordinals (0..len(r.Nodes)-1) are
 // placed before any pool ordinal, so the pool never takes the node of a new

@@ -103,6 +103,44 @@ func unplacedBlockage(f *v1alpha1.Flock, ordinal int32, nodes map[string]*corev1
 	return blockage{ReasonUnplaceable, fmt.Sprintf("member %d cannot be placed: no eligible node is free of this Flock's members", ordinal)}
 }
 
+// dataNodeBlockage says why ordinal, which has no member, waits for the
+// node that holds its retained node-local volume (planPlacement holds it
+// back rather than start it elsewhere without its data), or nil when it
+// does not wait for one.
+func dataNodeBlockage(s *snapshot, ordinal int32) *blockage {
+	f := s.flock
+	pv := s.volumes[ordinal]
+	if usesClaimTemplate(f) || pv == nil || pv.DeletionTimestamp != nil || pv.Annotations[AnnotationRemoved] == "true" {
+		return nil
+	}
+	var node *corev1.Node
+	for _, n := range s.nodeList {
+		if volumeOnNode(pv, NodeHostname(n)) {
+			node = n
+			break
+		}
+	}
+	if node == nil || (int(ordinal) < len(f.Spec.Placement.Nodes) && f.Spec.Placement.Nodes[ordinal] != node.Name) {
+		return nil // planPlacement does not hold it back
+	}
+	prefix := fmt.Sprintf("member %d waits for node %s, which holds its retained data (PersistentVolume %s)", ordinal, node.Name, pv.Name)
+	for _, m := range sortedMembers(s.members) {
+		if m.Node == node.Name {
+			return &blockage{ReasonDataNodeUnavailable, fmt.Sprintf(
+				"%s: member %d is there; move member %d to another node (kubectl flock move %s %d), or delete the PersistentVolume to let member %d start on another node without its data",
+				prefix, m.Ordinal, m.Ordinal, f.Name, m.Ordinal, ordinal)}
+		}
+	}
+	if ok, ex := placement.IsEligible(node, placement.RequirementFromFlock(f)); !ok {
+		detail := string(ex.Reason)
+		if ex.Detail != "" {
+			detail = ex.Detail
+		}
+		return &blockage{ReasonDataNodeUnavailable, fmt.Sprintf("%s: the node is not eligible (%s)", prefix, detail)}
+	}
+	return &blockage{ReasonDataNodeUnavailable, prefix + ": a pod of this Flock is still on the node"}
+}
+
 // blockedMembers says, for every ordinal below replicas, why it cannot
 // run, if it cannot: no node could be placed for it, its node is gone,
 // NotReady (with since when, and what memberRecovery does about it, from
@@ -117,7 +155,11 @@ func blockedMembers(s *snapshot, losses map[int32]nodeLoss) map[int32]blockage {
 		m, ok := members[ord]
 		if !ok {
 			if f.DeletionTimestamp == nil {
-				blocked[ord] = unplacedBlockage(f, ord, nodes, members)
+				if b := dataNodeBlockage(s, ord); b != nil {
+					blocked[ord] = *b
+				} else {
+					blocked[ord] = unplacedBlockage(f, ord, nodes, members)
+				}
 			}
 			continue
 		}

@@ -92,6 +92,19 @@ func TestBlockedMembers(t *testing.T) {
 		{name: "unplaced", flock: pg, members: map[int32]string{0: "n-a"}, nodes: testNodes("n-a"),
 			want: &blockage{ReasonUnplaceable, "member 1 cannot be placed: no eligible node is free of this Flock's members"}},
 		{name: "unplaced while deleting is not reported", flock: deleting, members: map[int32]string{0: "n-a"}, nodes: testNodes("n-a")},
+		{name: "retained data on the node of another member", flock: pg, members: map[int32]string{0: "n-a"}, nodes: testNodes("n-a", "n-b"),
+			mutate: func(s *snapshot) {
+				s.volumes[1] = NewMemberVolume(pg, v1alpha1.FlockMember{Ordinal: 1, Node: "n-a"}, "n-a", "/d", "")
+			},
+			want: &blockage{ReasonDataNodeUnavailable, "member 1 waits for node n-a, which holds its retained data (PersistentVolume " +
+				PersistentVolumeName(pg.UID, 1) + "): member 0 is there; move member 0 to another node (kubectl flock move pg 0), " +
+				"or delete the PersistentVolume to let member 1 start on another node without its data"}},
+		{name: "retained data on a cordoned node", flock: pg, members: map[int32]string{0: "n-a"}, nodes: []*corev1.Node{newNode("n-a"), cordoned},
+			mutate: func(s *snapshot) {
+				s.volumes[1] = NewMemberVolume(pg, v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}, "n-b", "/d", "")
+			},
+			want: &blockage{ReasonDataNodeUnavailable, "member 1 waits for node n-b, which holds its retained data (PersistentVolume " +
+				PersistentVolumeName(pg.UID, 1) + "): the node is not eligible (cordoned)"}},
 		{name: "pod name taken", flock: pg, members: both, nodes: testNodes("n-a", "n-b"),
 			mutate: func(s *snapshot) { s.nameTaken[1] = true },
 			want: &blockage{ReasonPodNameTaken,

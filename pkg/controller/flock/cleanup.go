@@ -90,7 +90,7 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 		}
 		members = withRetainedMembers(f, members, vols, nodes)
 	}
-	users, err := fc.claimUsers(f, cleanupTargets(f, scope, members), pods)
+	users, err := fc.claimUsers(f, cleanupTargets(f, scope, members), pods, now)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -145,15 +145,22 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 
 // claimUsers returns, by claim name, the pods of f's namespace that mount
 // the claim of a target without a pod of its own and have not terminated
-// (sorted). It lists pods only when there is such a target.
-func (fc *defaultFlockControl) claimUsers(f *v1alpha1.Flock, targets []v1alpha1.FlockMember, pods map[int32]*corev1.Pod) (map[string][]string, error) {
+// (sorted). A target's own pod that this controller created and the cache
+// does not show yet counts as a user. It lists pods only when there is
+// such a target.
+func (fc *defaultFlockControl) claimUsers(f *v1alpha1.Flock, targets []v1alpha1.FlockMember, pods map[int32]*corev1.Pod, now time.Time) (map[string][]string, error) {
 	claims := map[string]bool{}
+	users := map[string][]string{}
 	for _, m := range targets {
-		if pods[m.Ordinal] == nil {
-			claims[ClaimName(f, m.Ordinal)] = true
+		if pods[m.Ordinal] != nil {
+			continue
+		}
+		claim := ClaimName(f, m.Ordinal)
+		claims[claim] = true
+		if fc.memberPodAwaited(f, m.Ordinal, now) {
+			users[claim] = append(users[claim], PodName(f.Name, m.Ordinal))
 		}
 	}
-	users := map[string][]string{}
 	if len(claims) == 0 {
 		return users, nil
 	}
@@ -199,25 +206,30 @@ func (fc *defaultFlockControl) recordDataNames(f *v1alpha1.Flock, members map[in
 func withRetainedMembers(f *v1alpha1.Flock, members map[int32]v1alpha1.FlockMember, volumes []*corev1.PersistentVolume, nodes map[string]*corev1.Node) map[int32]v1alpha1.FlockMember {
 	out := maps.Clone(members)
 	for _, pv := range volumes {
-		ord64, err := strconv.ParseInt(pv.Labels[v1alpha1.LabelOrdinal], 10, 32)
-		ord := int32(ord64)
-		if err != nil || ord < 0 || pv.Name != PersistentVolumeName(f.UID, ord) {
-			continue
-		}
-		if _, ok := out[ord]; ok {
-			continue
-		}
-		node := volumeHostname(pv)
-		for _, n := range nodes {
-			if volumeOnNode(pv, NodeHostname(n)) {
-				node = n.Name
-				break
-			}
-		}
-		if node == "" {
+		ord, node := volumeOrdinalNode(f, pv, nodes)
+		if _, ok := out[ord]; ok || node == "" {
 			continue
 		}
 		out[ord] = v1alpha1.FlockMember{Ordinal: ord, Node: node, Pod: PodName(f.Name, ord)}
 	}
 	return out
+}
+
+// volumeOrdinalNode returns the ordinal of f whose node-local volume pv is
+// and the node that holds it: the node whose hostname the volume names, or
+// that hostname when no such node exists. node is "" when pv is not such a
+// volume of f.
+func volumeOrdinalNode(f *v1alpha1.Flock, pv *corev1.PersistentVolume, nodes map[string]*corev1.Node) (ord int32, node string) {
+	ord64, err := strconv.ParseInt(pv.Labels[v1alpha1.LabelOrdinal], 10, 32)
+	ord = int32(ord64)
+	if err != nil || ord < 0 || pv.Name != PersistentVolumeName(f.UID, ord) {
+		return 0, ""
+	}
+	node = volumeHostname(pv)
+	for _, n := range nodes {
+		if volumeOnNode(pv, NodeHostname(n)) {
+			return ord, n.Name
+		}
+	}
+	return ord, node
 }

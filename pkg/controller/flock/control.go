@@ -187,7 +187,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	// their data directories are removed (when they are to be).
 	remove := map[int32]string{}
 	for ord, m := range members {
-		if ord >= replicas && podByOrdinal[ord] == nil && !cleanup.pending[ord] {
+		if ord >= replicas && podByOrdinal[ord] == nil && !cleanup.pending[ord] && !fc.memberPodMayExist(f, ord, now) {
 			remove[ord] = m.Node
 		}
 	}
@@ -309,4 +309,17 @@ func NewDefaultFlockControl(members, helpers MemberControl, data DataControl, re
 // deleted.
 func (fc *defaultFlockControl) namespaceClosing(ns string) bool {
 	return namespaceClosing(fc.namespaceLister, ns)
+}
+
+// memberPodMayExist reports whether member ord's pod may exist although
+// the sync's snapshot has none: its create was sent and the cache has not
+// shown it yet, or the cache delivered it after the snapshot was taken. A
+// scaled-down member stays recorded until its pod is surely gone, so that
+// its node is not given to another member while the pod may run there.
+func (fc *defaultFlockControl) memberPodMayExist(f *v1alpha1.Flock, ord int32, now time.Time) bool {
+	if fc.memberPodAwaited(f, ord, now) {
+		return true
+	}
+	pod, err := fc.members.GetPod(f.Namespace, PodName(f.Name, ord))
+	return err == nil && isControlledBy(pod, f)
 }

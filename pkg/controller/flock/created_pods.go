@@ -14,6 +14,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
 
 // createdPodTTL bounds how long a created pod is awaited: should its
@@ -52,6 +54,12 @@ func (c *createdPods) awaited(key string, now time.Time) bool {
 	defer c.mu.Unlock()
 	at, ok := c.m[key]
 	return ok && now.Sub(at) <= createdPodTTL
+}
+
+// memberPodAwaited reports whether the pod of f's member ord was created
+// by this controller and its cache has not shown it yet.
+func (fc *defaultFlockControl) memberPodAwaited(f *v1alpha1.Flock, ord int32, now time.Time) bool {
+	return fc.created.awaited(cache.NewObjectName(f.Namespace, PodName(f.Name, ord)).String(), now)
 }
 
 // forget drops key: its create failed, or the informer delivered it.

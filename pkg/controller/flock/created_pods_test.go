@@ -1,11 +1,13 @@
 package flock
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
@@ -106,5 +108,56 @@ func TestPodDeliveredAfterTheSnapshotIsNotCreatedAgain(t *testing.T) {
 	}
 	if got := createOps(f.members.ops); !slices.Equal(got, want) {
 		t.Fatalf("creates %v, want no create of a pod the cache has", got)
+	}
+}
+
+// A member scaled away while its pod's create is not in the cache yet
+// stays recorded until that pod is gone: were it dropped, its node would be
+// free for another member while the pod may still run there (the fault
+// suite saw two pods of one Flock on one node so).
+func TestScaledDownMemberStaysRecordedWhileItsPodIsAwaited(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c")
+	f.members.cacheLag = true
+	f.members.graceful = true
+	fl := newFlock("pg", 3)
+	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	f.createFlock(fl)
+	f.mustSync("pg")
+	want := map[int32]string{0: "n-a", 1: "n-b", 2: "n-c"}
+	if got := f.memberNodes("pg"); !maps.Equal(got, want) {
+		t.Fatalf("members %v, want %v", got, want)
+	}
+
+	// Scaled to one before the cache shows the pods: members 1 and 2 stay.
+	f.scale("pg", 1)
+	f.mustSync("pg")
+	if got := f.memberNodes("pg"); !maps.Equal(got, want) {
+		t.Fatalf("members %v after a scale down with their pods awaited, want %v kept", got, want)
+	}
+
+	// The pods shown, the scale down deletes them; the members leave with
+	// them, not before.
+	if err := f.members.deliverCreated(); err != nil {
+		t.Fatal(err)
+	}
+	f.members.cacheLag = false
+	f.mustSync("pg")
+	for _, name := range []string{"pg-1", "pg-2"} {
+		if p := f.pod(name); p == nil || p.DeletionTimestamp == nil {
+			t.Fatalf("pod %s: %v, want it terminating", name, p)
+		}
+	}
+	if got := f.memberNodes("pg"); !maps.Equal(got, want) {
+		t.Fatalf("members %v while their pods terminate, want %v kept", got, want)
+	}
+	// n-b cordoned: a scale back up while pg-2 still terminates on n-c
+	// must not put member 1 there.
+	f.updateNode("n-b", func(n *corev1.Node) { n.Spec.Unschedulable = true })
+	f.scale("pg", 2)
+	f.mustSync("pg")
+	f.finishTerminating()
+	f.mustSync("pg")
+	if got, want := f.memberNodes("pg"), map[int32]string{0: "n-a", 1: "n-b"}; !maps.Equal(got, want) {
+		t.Fatalf("members %v once the pods are gone, want %v", got, want)
 	}
 }

@@ -877,6 +877,16 @@ func (f *fixture) allPods() []*corev1.Pod {
 	return pods
 }
 
+// apiPods returns every pod the API server has: the cache's and those
+// the cache does not show yet (cacheLag).
+func (f *fixture) apiPods() []*corev1.Pod {
+	pods := f.allPods()
+	f.members.mu.Lock()
+	pods = append(pods, f.members.uncachedPods...)
+	f.members.mu.Unlock()
+	return pods
+}
+
 func (f *fixture) pod(name string) *corev1.Pod {
 	f.t.Helper()
 	p, err := f.members.getPod(testNamespace, name)
@@ -1051,9 +1061,11 @@ func hasEvent(events []string, prefix string, parts ...string) bool {
 //   - members have distinct ordinals and distinct nodes (no two members of
 //     one Flock on one node);
 //   - a recorded member's node never changes;
-//   - every pod the Flock controls has a well-formed name, at most one pod
-//     per ordinal, a recorded member (no pod without a member), and is
-//     pinned to (and, once bound, on) its member's node.
+//   - every pod the Flock controls, in the cache or only in the API server
+//     (the cache behind), has a well-formed name, at most one pod per
+//     ordinal, a recorded member (no pod without a member), and is pinned
+//     to (and, once bound, on) its member's node;
+//   - no two pods of one Flock, terminating ones included, are on one node.
 func (f *fixture) check() {
 	f.t.Helper()
 	list, err := f.flockClient.FlockV1alpha1().Flocks("").List(f.ctx, metav1.ListOptions{})
@@ -1103,13 +1115,20 @@ func (f *fixture) check() {
 		f.assigned[fl.UID] = next
 
 		perOrdinal := map[string]string{}
-		for _, p := range f.allPods() {
+		perNode := map[string]string{}
+		for _, p := range f.apiPods() {
 			if !isControlledBy(p, fl) {
 				continue
 			}
 			ord, ok := ParseOrdinal(fl.Name, p.Name)
 			if !ok {
 				f.t.Fatalf("flock %s controls pod %s, which has no ordinal", fl.Name, p.Name)
+			}
+			if node := PinnedNode(p); node != "" {
+				if other, dup := perNode[node]; dup && other != p.Name {
+					f.t.Fatalf("flock %s: pods %s and %s are both on node %s", fl.Name, other, p.Name, node)
+				}
+				perNode[node] = p.Name
 			}
 			if label := p.Labels[v1alpha1.LabelOrdinal]; label != "" {
 				if other, dup := perOrdinal[label]; dup {

@@ -88,6 +88,21 @@ func planPlacement(s *snapshot) placementPlan {
 		used[node] = true
 	}
 
+	// A node that a pod of the Flock still holds (terminating, or one no
+	// member records there) takes no new member until that pod is gone,
+	// so that two pods of one Flock never share a node. Placement.Assign
+	// counts these nodes as used under ordinals below zero, which it never
+	// assigns.
+	held := map[int32]string{}
+	for _, pod := range pods {
+		node := PinnedNode(pod)
+		if node == "" || used[node] || !isControlledBy(pod, f) {
+			continue
+		}
+		used[node] = true
+		held[-1-int32(len(held))] = node
+	}
+
 	// Ordinals whose retained node-local volume is still there go back to
 	// its node, so they find their data again; while that node exists but
 	// cannot take them (cordoned, NotReady, tainted, used), they wait
@@ -127,6 +142,7 @@ func planPlacement(s *snapshot) placementPlan {
 	// New ordinals.
 	all := maps.Clone(existing)
 	maps.Copy(all, add)
+	maps.Copy(all, held)
 	top := replicas
 	for ord := range all {
 		top = max(top, ord+1)

@@ -56,7 +56,7 @@ func TestPlanPlacement(t *testing.T) {
 			want: map[int32]string{0: "n-a"}},
 		{name: "least used across Flocks first", flock: one, nodes: testNodes("n-a", "n-b", "n-c"),
 			mutate: func(s *snapshot) {
-				s.others = &lazyCounts{count: func() map[string]int { return map[string]int{"n-a": 2, "n-b": 1} }}
+				s.others = &lazy[map[string]int]{compute: func() map[string]int { return map[string]int{"n-a": 2, "n-b": 1} }}
 			},
 			want: map[int32]string{0: "n-c"}},
 		{name: "a pod of the Flock keeps its node", flock: one, nodes: testNodes("n-a", "n-b", "n-c"),
@@ -87,6 +87,25 @@ func TestPlanPlacement(t *testing.T) {
 			nodes:  testNodes("n-a", "n-b"),
 			mutate: func(s *snapshot) { s.candidates = []*corev1.Pod{testPod(one, 1, "n-b", true, app)} },
 			want:   map[int32]string{1: "n-b"}},
+		{name: "no new member on a node a pod of the Flock still holds", flock: newFlock("pg", 2), members: map[int32]string{0: "n-a"},
+			nodes: testNodes("n-a", "n-b", "n-c"),
+			mutate: func(s *snapshot) {
+				s.candidates = []*corev1.Pod{testMemberPod(s.flock, 3, "n-b", true)}
+			},
+			want: map[int32]string{1: "n-c"}},
+		{name: "a retained volume on a node a pod of the Flock still holds waits", flock: one,
+			nodes: testNodes("n-a", "n-c"),
+			mutate: func(s *snapshot) {
+				s.volumes[0] = NewMemberVolume(one, v1alpha1.FlockMember{Ordinal: 0, Node: "n-c"}, "n-c", "/d", "")
+				s.candidates = []*corev1.Pod{testMemberPod(one, 2, "n-c", true)}
+			},
+			want: map[int32]string{}},
+		{name: "a node with retained data of an ordinal without a member comes last", flock: newFlock("pg", 2), members: map[int32]string{0: "n-a"},
+			nodes: testNodes("n-a", "n-b", "n-c"),
+			mutate: func(s *snapshot) {
+				s.retained = &lazy[map[int32]string]{compute: func() map[int32]string { return map[int32]string{0: "n-a", 4: "n-b"} }}
+			},
+			want: map[int32]string{1: "n-c"}},
 		{name: "nothing to do", flock: one, members: map[int32]string{0: "n-b"}, nodes: testNodes("n-a", "n-b"),
 			want: map[int32]string{}},
 	}

@@ -41,7 +41,11 @@ type snapshot struct {
 	nodes    map[string]*corev1.Node
 	// others counts the members of the other Flocks per node, on first
 	// use (placement and moves only).
-	others *lazyCounts
+	others *lazy[map[string]int]
+	// retained says, on first use (placement and moves only), which node
+	// holds the node-local volume of each of the Flock's ordinals that has
+	// one and is not being removed, retained ones above replicas included.
+	retained *lazy[map[int32]string]
 	// lostSince says since when each lost node (NotReady, or gone while a
 	// member is recorded on it) has been lost; Ready nodes are absent.
 	lostSince map[string]time.Time
@@ -77,8 +81,16 @@ func (s *snapshot) withPods(owned []*corev1.Pod) *snapshot {
 // deleting reports whether the Flock is being deleted.
 func (s *snapshot) deleting() bool { return s.flock.DeletionTimestamp != nil }
 
+// retainedDataWeight is what a node holding the retained data of an
+// ordinal of the Flock without a member adds to the node's usage.
+const retainedDataWeight = 1 << 20
+
 // usage counts the members of all Flocks per node, the Flock's own from
-// s.flock (which may be newer than the cache).
+// s.flock (which may be newer than the cache). A node that holds the
+// retained data of an ordinal of the Flock with no member counts as if it
+// were full (retainedDataWeight), so that it is chosen last: that ordinal
+// goes back there when the Flock is scaled up again, and would have to
+// wait while another member of the Flock held the node.
 func (s *snapshot) usage() map[string]int {
 	var other map[string]int
 	if s.others != nil {
@@ -91,19 +103,26 @@ func (s *snapshot) usage() map[string]int {
 	for _, m := range s.flock.Status.Members {
 		usage[m.Node]++
 	}
+	if s.retained != nil {
+		for ord, node := range s.retained.get() {
+			if _, ok := s.members[ord]; !ok {
+				usage[node] += retainedDataWeight
+			}
+		}
+	}
 	return usage
 }
 
-// lazyCounts computes counts once, on first use, for any goroutine.
-type lazyCounts struct {
-	once   sync.Once
-	count  func() map[string]int
-	counts map[string]int
+// lazy computes a value once, on first use, for any goroutine.
+type lazy[T any] struct {
+	once    sync.Once
+	compute func() T
+	value   T
 }
 
-func (l *lazyCounts) get() map[string]int {
-	l.once.Do(func() { l.counts = l.count() })
-	return l.counts
+func (l *lazy[T]) get() T {
+	l.once.Do(func() { l.value = l.compute() })
+	return l.value
 }
 
 // readyNodes returns the nodes whose Ready condition is True.

@@ -53,7 +53,22 @@ func (fc *defaultFlockControl) takeSnapshot(f *v1alpha1.Flock, selector labels.S
 	}
 	// Every Flock's members: counted only when a member is placed or
 	// moved, not in every sync.
-	s.others = &lazyCounts{count: func() map[string]int {
+	if !usesClaimTemplate(f) {
+		s.retained = &lazy[map[int32]string]{compute: func() map[int32]string {
+			vols, _ := fc.data.data.ListVolumes(labels.SelectorFromSet(labels.Set{LabelFlockUID: string(f.UID)}))
+			out := map[int32]string{}
+			for _, pv := range vols {
+				if pv.DeletionTimestamp != nil || pv.Annotations[AnnotationRemoved] == "true" {
+					continue
+				}
+				if ord, node := volumeOrdinalNode(f, pv, s.nodes); node != "" {
+					out[ord] = node
+				}
+			}
+			return out
+		}}
+	}
+	s.others = &lazy[map[string]int]{compute: func() map[string]int {
 		usage := map[string]int{}
 		flocks, _ := fc.flockLister.List(labels.Everything())
 		for _, g := range flocks {

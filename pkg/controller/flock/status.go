@@ -53,14 +53,17 @@ const (
 	ReasonUnschedulable      = "Unschedulable"
 	ReasonPodNameTaken       = "PodNameTaken"
 	ReasonUnplaceable        = "Unplaceable"
-	ReasonServiceReady       = "ServiceReady"
-	ReasonServiceNotOwned    = "ServiceNotOwned"
-	ReasonServiceNotHeadless = "ServiceNotHeadless"
-	ReasonServiceMissing     = "ServiceMissing"
-	ReasonServiceNotNeeded   = "NoMembers"
-	ReasonDataCleanup        = "DataCleanup"
-	ReasonRollingUpdate      = "RollingUpdate"
-	ReasonRolloutHalted      = "RolloutHalted"
+	// ReasonDataNodeUnavailable: a member with retained data waits for
+	// the node that holds it.
+	ReasonDataNodeUnavailable = "DataNodeUnavailable"
+	ReasonServiceReady        = "ServiceReady"
+	ReasonServiceNotOwned     = "ServiceNotOwned"
+	ReasonServiceNotHeadless  = "ServiceNotHeadless"
+	ReasonServiceMissing      = "ServiceMissing"
+	ReasonServiceNotNeeded    = "NoMembers"
+	ReasonDataCleanup         = "DataCleanup"
+	ReasonRollingUpdate       = "RollingUpdate"
+	ReasonRolloutHalted       = "RolloutHalted"
 )
 
 // statusInput is everything computeStatus needs; it is gathered by the
