@@ -161,3 +161,38 @@ func TestScaledDownMemberStaysRecordedWhileItsPodIsAwaited(t *testing.T) {
 		t.Fatalf("members %v once the pods are gone, want %v", got, want)
 	}
 }
+
+// With whenScaled: Delete, a member scaled away while its pod's create is
+// not in the cache yet gets no cleanup helper until that pod is gone: the
+// helper would remove the data directory under the starting pod.
+func TestNoCleanupBesideAnAwaitedPod(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b")
+	f.members.cacheLag = true
+	fl := newFlock("pg", 2)
+	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	fl.Spec.Storage.Retention.WhenScaled = v1alpha1.DeleteRetentionPolicy
+	f.createFlock(fl)
+	f.mustSync("pg")
+	f.scale("pg", 1)
+	f.mustSync("pg")
+	f.mustSync("pg")
+	if h := f.helperPod("pg", HelperCleanup, 1); h != nil {
+		t.Fatalf("cleanup helper %s made while pod pg-1 was awaited", h.Name)
+	}
+	if got := f.memberNodes("pg"); got[1] != "n-b" {
+		t.Fatalf("members %v, want member 1 kept on n-b", got)
+	}
+
+	// Shown, the pod goes first, then the data.
+	if err := f.members.deliverCreated(); err != nil {
+		t.Fatal(err)
+	}
+	f.members.cacheLag = false
+	f.settle("pg")
+	if got := f.memberNodes("pg"); len(got) != 1 {
+		t.Fatalf("members %v after the scale down settled, want member 0 only", got)
+	}
+	if p := f.pod("pg-1"); p != nil {
+		t.Fatalf("pod pg-1 still there: %+v", p.ObjectMeta)
+	}
+}

@@ -90,7 +90,7 @@ func planPlacement(s *snapshot) placementPlan {
 
 	// A node that a pod of the Flock still holds (terminating, or one no
 	// member records there) takes no new member until that pod is gone,
-	// so that two pods of one Flock never share a node. Placement.Assign
+	// so that two pods of one Flock never share a node. placement.Assign
 	// counts these nodes as used under ordinals below zero, which it never
 	// assigns.
 	held := map[int32]string{}

@@ -51,8 +51,9 @@ func (fc *defaultFlockControl) takeSnapshot(f *v1alpha1.Flock, selector labels.S
 			}
 		}
 	}
-	// Every Flock's members: counted only when a member is placed or
-	// moved, not in every sync.
+	// The nodes of the Flock's node-local volumes, and every Flock's
+	// members: read only when a member is placed or moved, not in every
+	// sync.
 	if !usesClaimTemplate(f) {
 		s.retained = &lazy[map[int32]string]{compute: func() map[int32]string {
 			vols, _ := fc.data.data.ListVolumes(labels.SelectorFromSet(labels.Set{LabelFlockUID: string(f.UID)}))
