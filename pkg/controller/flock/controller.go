@@ -81,7 +81,10 @@ func NewController(ctx context.Context, clients Clients, flockClient versioned.I
 	clients = clients.complete()
 	members := NewMemberControl(clients.Members, podInformer, serviceInformer.Lister())
 	helpers := NewMemberControl(clients.Helpers, podInformer, serviceInformer.Lister())
-	data := NewDataControl(clients.Data, volumeInformer.Lister(), claimInformer.Lister())
+	data, err := NewDataControl(clients.Data, volumeInformer, claimInformer.Lister())
+	if err != nil {
+		return nil, err
+	}
 	revisions, err := NewRevisionControl(clients.Members, revisionInformer.Informer())
 	if err != nil {
 		return nil, err

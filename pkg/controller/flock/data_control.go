@@ -6,6 +6,7 @@ package flock
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -13,8 +14,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // DataControl reads and writes the PersistentVolumes and claims that hold
@@ -63,15 +66,35 @@ type DataControl interface {
 }
 
 // NewDataControl returns the DataControl that writes through client and
-// reads through the listers.
-func NewDataControl(client kubernetes.Interface, volumeLister corelisters.PersistentVolumeLister, claimLister corelisters.PersistentVolumeClaimLister) DataControl {
-	return &realDataControl{client: client, volumeLister: volumeLister, claimLister: claimLister, now: time.Now}
+// reads through the informers' caches. It indexes the volumes by their
+// Flock's UID: start the informers after it.
+func NewDataControl(client kubernetes.Interface, volumeInformer coreinformers.PersistentVolumeInformer, claimLister corelisters.PersistentVolumeClaimLister) (DataControl, error) {
+	if err := volumeInformer.Informer().AddIndexers(cache.Indexers{volumeFlockUIDIndex: indexVolumeByFlockUID}); err != nil {
+		return nil, fmt.Errorf("adding the volume index (start the informers after NewController): %w", err)
+	}
+	return &realDataControl{client: client, volumeLister: volumeInformer.Lister(), volumeIndexer: volumeInformer.Informer().GetIndexer(),
+		claimLister: claimLister, now: time.Now}, nil
+}
+
+// volumeFlockUIDIndex indexes PersistentVolumes by the LabelFlockUID
+// label: a Flock's volumes are looked up among every volume of the
+// cluster when one of its members is placed.
+const volumeFlockUIDIndex = "flockUID"
+
+func indexVolumeByFlockUID(obj any) ([]string, error) {
+	if pv, ok := obj.(*corev1.PersistentVolume); ok && pv.Labels[LabelFlockUID] != "" {
+		return []string{pv.Labels[LabelFlockUID]}, nil
+	}
+	return nil, nil
 }
 
 type realDataControl struct {
 	client       kubernetes.Interface
 	volumeLister corelisters.PersistentVolumeLister
-	claimLister  corelisters.PersistentVolumeClaimLister
+	// volumeIndexer is the volume cache, with volumeFlockUIDIndex (nil:
+	// ListVolumes scans every volume).
+	volumeIndexer cache.Indexer
+	claimLister   corelisters.PersistentVolumeClaimLister
 	// claims are the claims this controller wrote, until the cache has them.
 	claims writtenClaims
 	now    func() time.Time
@@ -83,8 +106,24 @@ func (c *realDataControl) GetVolume(name string) (*corev1.PersistentVolume, erro
 	return c.volumeLister.Get(name)
 }
 
+// ListVolumes looks a selector that names a Flock's UID up in the index
+// of that label, and scans every volume otherwise.
 func (c *realDataControl) ListVolumes(selector labels.Selector) ([]*corev1.PersistentVolume, error) {
-	return c.volumeLister.List(selector)
+	uid, ok := selector.RequiresExactMatch(LabelFlockUID)
+	if !ok || c.volumeIndexer == nil {
+		return c.volumeLister.List(selector)
+	}
+	objs, err := c.volumeIndexer.ByIndex(volumeFlockUIDIndex, uid)
+	if err != nil {
+		return nil, err
+	}
+	var out []*corev1.PersistentVolume
+	for _, obj := range objs {
+		if pv := obj.(*corev1.PersistentVolume); selector.Matches(labels.Set(pv.Labels)) {
+			out = append(out, pv)
+		}
+	}
+	return out, nil
 }
 
 func (c *realDataControl) CreateVolume(ctx context.Context, pv *corev1.PersistentVolume) error {

@@ -2,17 +2,21 @@ package flock
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+
+	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 )
 
 // A sync right after the controller completed a claim's binding reads the
@@ -112,5 +116,52 @@ func TestClaimReadAfterItsWriteIsTheWrite(t *testing.T) {
 	}
 	if got := read(); got.ResourceVersion != "10" || dc.claims.len() != 1 {
 		t.Errorf("a write older than writtenTTL: read version %s, want the cache's 10; %d claims remembered, want 1", got.ResourceVersion, dc.claims.len())
+	}
+}
+
+// A selector naming a Flock's UID is answered from the volumes' index by
+// that label, as a scan of every volume answers it.
+func TestListVolumesByFlockUID(t *testing.T) {
+	volumes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{volumeFlockUIDIndex: indexVolumeByFlockUID})
+	for _, pv := range []*corev1.PersistentVolume{
+		{ObjectMeta: metav1.ObjectMeta{Name: "a-0", Labels: map[string]string{LabelFlockUID: "a", v1alpha1.LabelOrdinal: "0"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "a-1", Labels: map[string]string{LabelFlockUID: "a", v1alpha1.LabelOrdinal: "1"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "b-0", Labels: map[string]string{LabelFlockUID: "b", v1alpha1.LabelOrdinal: "0"}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "other"}},
+	} {
+		if err := volumes.Add(pv); err != nil {
+			t.Fatal(err)
+		}
+	}
+	indexed := &realDataControl{volumeLister: corelisters.NewPersistentVolumeLister(volumes), volumeIndexer: volumes}
+	scanned := &realDataControl{volumeLister: corelisters.NewPersistentVolumeLister(volumes)}
+	names := func(dc *realDataControl, set labels.Set) []string {
+		t.Helper()
+		pvs, err := dc.ListVolumes(labels.SelectorFromSet(set))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, pv := range pvs {
+			out = append(out, pv.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, tc := range []struct {
+		set  labels.Set
+		want []string
+	}{
+		{labels.Set{LabelFlockUID: "a"}, []string{"a-0", "a-1"}},
+		{labels.Set{LabelFlockUID: "a", v1alpha1.LabelOrdinal: "1"}, []string{"a-1"}},
+		{labels.Set{LabelFlockUID: "c"}, nil},
+		{labels.Set{v1alpha1.LabelOrdinal: "0"}, []string{"a-0", "b-0"}},
+	} {
+		if got := names(indexed, tc.set); !slices.Equal(got, tc.want) {
+			t.Errorf("indexed %v: %v, want %v", tc.set, got, tc.want)
+		}
+		if got := names(scanned, tc.set); !slices.Equal(got, tc.want) {
+			t.Errorf("scanned %v: %v, want %v", tc.set, got, tc.want)
+		}
 	}
 }

@@ -53,18 +53,19 @@ const (
 	ReasonUnschedulable      = "Unschedulable"
 	ReasonPodNameTaken       = "PodNameTaken"
 	ReasonUnplaceable        = "Unplaceable"
-	// ReasonDataNodeUnavailable: a member with retained data waits for
-	// the node that holds it.
-	ReasonDataNodeUnavailable = "DataNodeUnavailable"
-	ReasonServiceReady        = "ServiceReady"
-	ReasonServiceNotOwned     = "ServiceNotOwned"
-	ReasonServiceNotHeadless  = "ServiceNotHeadless"
-	ReasonServiceMissing      = "ServiceMissing"
-	ReasonServiceNotNeeded    = "NoMembers"
-	ReasonDataCleanup         = "DataCleanup"
-	ReasonRollingUpdate       = "RollingUpdate"
-	ReasonRolloutHalted       = "RolloutHalted"
+	ReasonServiceReady       = "ServiceReady"
+	ReasonServiceNotOwned    = "ServiceNotOwned"
+	ReasonServiceNotHeadless = "ServiceNotHeadless"
+	ReasonServiceMissing     = "ServiceMissing"
+	ReasonServiceNotNeeded   = "NoMembers"
+	ReasonDataCleanup        = "DataCleanup"
+	ReasonRollingUpdate      = "RollingUpdate"
+	ReasonRolloutHalted      = "RolloutHalted"
 )
+
+// ReasonDataNodeUnavailable is the reason of a member with retained data
+// that waits for the node that holds it.
+const ReasonDataNodeUnavailable = "DataNodeUnavailable"
 
 // statusInput is everything computeStatus needs; it is gathered by the
 // reconcile logic from the caches at the start of a sync.
