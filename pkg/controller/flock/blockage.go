@@ -92,11 +92,7 @@ func unplacedBlockage(f *v1alpha1.Flock, ordinal int32, nodes map[string]*corev1
 			return blockage{ReasonUnplaceable, prefix + ": no such node"}
 		}
 		if ok, ex := placement.IsEligible(node, placement.RequirementFromFlock(f)); !ok {
-			detail := string(ex.Reason)
-			if ex.Detail != "" {
-				detail = ex.Detail
-			}
-			return blockage{ReasonUnplaceable, fmt.Sprintf("%s: the node is not eligible (%s)", prefix, detail)}
+			return blockage{ReasonUnplaceable, fmt.Sprintf("%s: the node is not eligible (%s)", prefix, exclusionDetail(ex))}
 		}
 		return blockage{ReasonUnplaceable, prefix}
 	}
@@ -110,16 +106,11 @@ func unplacedBlockage(f *v1alpha1.Flock, ordinal int32, nodes map[string]*corev1
 func dataNodeBlockage(s *snapshot, ordinal int32) *blockage {
 	f := s.flock
 	pv := s.volumes[ordinal]
-	if usesClaimTemplate(f) || pv == nil || pv.DeletionTimestamp != nil || pv.Annotations[AnnotationRemoved] == "true" {
+	if usesClaimTemplate(f) || pv == nil || volumeGoing(pv) {
 		return nil
 	}
-	var node *corev1.Node
-	for _, n := range s.nodeList {
-		if volumeOnNode(pv, NodeHostname(n)) {
-			node = n
-			break
-		}
-	}
+	_, name := volumeOrdinalNode(f, pv, s.nodes)
+	node := s.nodes[name]
 	if node == nil || (int(ordinal) < len(f.Spec.Placement.Nodes) && f.Spec.Placement.Nodes[ordinal] != node.Name) {
 		return nil // planPlacement does not hold it back
 	}
@@ -132,11 +123,7 @@ func dataNodeBlockage(s *snapshot, ordinal int32) *blockage {
 		}
 	}
 	if ok, ex := placement.IsEligible(node, placement.RequirementFromFlock(f)); !ok {
-		detail := string(ex.Reason)
-		if ex.Detail != "" {
-			detail = ex.Detail
-		}
-		return &blockage{ReasonDataNodeUnavailable, fmt.Sprintf("%s: the node is not eligible (%s)", prefix, detail)}
+		return &blockage{ReasonDataNodeUnavailable, fmt.Sprintf("%s: the node is not eligible (%s)", prefix, exclusionDetail(ex))}
 	}
 	return &blockage{ReasonDataNodeUnavailable, prefix + ": a pod of this Flock is still on the node"}
 }
@@ -190,4 +177,12 @@ func blockedMembers(s *snapshot, losses map[int32]nodeLoss) map[int32]blockage {
 		blocked[ord] = *b
 	}
 	return blocked
+}
+
+// exclusionDetail says in a few words why a node is not eligible.
+func exclusionDetail(ex placement.Exclusion) string {
+	if ex.Detail != "" {
+		return ex.Detail
+	}
+	return string(ex.Reason)
 }

@@ -233,3 +233,9 @@ func volumeOrdinalNode(f *v1alpha1.Flock, pv *corev1.PersistentVolume, nodes map
 	}
 	return ord, node
 }
+
+// volumeGoing reports whether a member's volume is being deleted or its
+// directory was removed: no member goes back to it.
+func volumeGoing(pv *corev1.PersistentVolume) bool {
+	return pv.DeletionTimestamp != nil || pv.Annotations[AnnotationRemoved] == "true"
+}

@@ -118,7 +118,7 @@ func planPlacement(s *snapshot) placementPlan {
 				continue
 			}
 			pv := s.volumes[ord]
-			if pv == nil || pv.DeletionTimestamp != nil || pv.Annotations[AnnotationRemoved] == "true" {
+			if pv == nil || volumeGoing(pv) {
 				continue
 			}
 			for _, n := range nodes {

@@ -59,7 +59,7 @@ func (fc *defaultFlockControl) takeSnapshot(f *v1alpha1.Flock, selector labels.S
 			vols, _ := fc.data.data.ListVolumes(labels.SelectorFromSet(labels.Set{LabelFlockUID: string(f.UID)}))
 			out := map[int32]string{}
 			for _, pv := range vols {
-				if pv.DeletionTimestamp != nil || pv.Annotations[AnnotationRemoved] == "true" {
+				if volumeGoing(pv) {
 					continue
 				}
 				if ord, node := volumeOrdinalNode(f, pv, s.nodes); node != "" {
