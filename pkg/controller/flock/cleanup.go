@@ -90,7 +90,7 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 		}
 		members = withRetainedMembers(f, members, vols, nodes)
 	}
-	users, err := fc.claimUsers(f, cleanupTargets(f, scope, members), pods, now)
+	users, err := fc.claimUsers(ctx, f, cleanupTargets(f, scope, members), pods, now)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -148,7 +148,7 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 // (sorted). A target's own pod that this controller created and the cache
 // does not show yet counts as a user. It lists pods only when there is
 // such a target.
-func (fc *defaultFlockControl) claimUsers(f *v1alpha1.Flock, targets []v1alpha1.FlockMember, pods map[int32]*corev1.Pod, now time.Time) (map[string][]string, error) {
+func (fc *defaultFlockControl) claimUsers(ctx context.Context, f *v1alpha1.Flock, targets []v1alpha1.FlockMember, pods map[int32]*corev1.Pod, now time.Time) (map[string][]string, error) {
 	claims := map[string]bool{}
 	users := map[string][]string{}
 	for _, m := range targets {
@@ -157,7 +157,7 @@ func (fc *defaultFlockControl) claimUsers(f *v1alpha1.Flock, targets []v1alpha1.
 		}
 		claim := ClaimName(f, m.Ordinal)
 		claims[claim] = true
-		if fc.memberPodAwaited(f, m.Ordinal, now) {
+		if _, ok := fc.podAwaited(ctx, f, m.Ordinal, now); ok {
 			users[claim] = append(users[claim], PodName(f.Name, m.Ordinal))
 		}
 	}

@@ -60,7 +60,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	}
 	frozen := deleting || closing
 	replicas := replicasOf(f)
-	s, err := fc.takeSnapshot(f, selector, pods, now)
+	s, err := fc.takeSnapshot(ctx, f, selector, pods, now)
 	if err != nil {
 		return Result{}, err
 	}
@@ -187,7 +187,7 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 	// their data directories are removed (when they are to be).
 	remove := map[int32]string{}
 	for ord, m := range members {
-		if ord >= replicas && podByOrdinal[ord] == nil && !cleanup.pending[ord] && !fc.memberPodMayExist(f, ord, now) {
+		if ord >= replicas && podByOrdinal[ord] == nil && !cleanup.pending[ord] && !fc.memberPodMayExist(ctx, f, ord, now) {
 			remove[ord] = m.Node
 		}
 	}
@@ -316,8 +316,8 @@ func (fc *defaultFlockControl) namespaceClosing(ns string) bool {
 // shown it yet, or the cache delivered it after the snapshot was taken. A
 // scaled-down member stays recorded until its pod is surely gone, so that
 // its node is not given to another member while the pod may run there.
-func (fc *defaultFlockControl) memberPodMayExist(f *v1alpha1.Flock, ord int32, now time.Time) bool {
-	if fc.memberPodAwaited(f, ord, now) {
+func (fc *defaultFlockControl) memberPodMayExist(ctx context.Context, f *v1alpha1.Flock, ord int32, now time.Time) bool {
+	if _, ok := fc.podAwaited(ctx, f, ord, now); ok {
 		return true
 	}
 	pod, err := fc.members.GetPod(f.Namespace, PodName(f.Name, ord))

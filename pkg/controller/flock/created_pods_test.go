@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
@@ -194,5 +195,141 @@ func TestNoCleanupBesideAnAwaitedPod(t *testing.T) {
 	}
 	if p := f.pod("pg-1"); p != nil {
 		t.Fatalf("pod pg-1 still there: %+v", p.ObjectMeta)
+	}
+}
+
+// A member pod whose create is older than createdPodTTL and still not in the
+// cache is read from the API server before its member leaves status: while
+// the pod is there, a scale down keeps the member (and its node); once it is
+// gone, the member leaves.
+func TestAwaitedPodOlderThanItsTTLIsReadFromTheAPIServer(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c")
+	f.members.cacheLag = true
+	fl := newFlock("pg", 3)
+	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	f.createFlock(fl)
+	f.mustSync("pg")
+	if n := len(f.members.uncachedPods); n != 3 {
+		t.Fatalf("%d pods created and not in the cache, want 3", n)
+	}
+
+	f.clock.Step(createdPodTTL + time.Second)
+	f.scale("pg", 1)
+	f.mustSync("pg")
+	want := map[int32]string{0: "n-a", 1: "n-b", 2: "n-c"}
+	if got := f.memberNodes("pg"); !maps.Equal(got, want) {
+		t.Fatalf("members %v after a scale down with their pods created %s ago and still in the API server, want %v kept",
+			got, createdPodTTL+time.Second, want)
+	}
+	// A new member may not take n-c while pg-2 may run there.
+	f.addNode(newNode("n-d"))
+	f.updateNode("n-d", func(n *corev1.Node) { n.Spec.Unschedulable = true })
+
+	// pg-1 is deleted before the cache ever showed it: member 1 leaves
+	// once its pod is read again, a createdPodTTL after the last read.
+	pod := f.members.uncachedPods[1]
+	if pod.Name != "pg-1" {
+		t.Fatalf("uncached pods %v", f.members.uncachedPods)
+	}
+	f.members.deleteUncached(pod, "delete ")
+	f.mustSync("pg")
+	if got := f.memberNodes("pg"); !maps.Equal(got, want) {
+		t.Fatalf("members %v within a createdPodTTL of the pods' last read, want %v kept", got, want)
+	}
+	f.clock.Step(createdPodTTL + time.Second)
+	f.mustSync("pg")
+	want = map[int32]string{0: "n-a", 2: "n-c"}
+	if got := f.memberNodes("pg"); !maps.Equal(got, want) {
+		t.Fatalf("members %v once pg-1 is gone from the API server, want %v", got, want)
+	}
+	// A read that fails keeps the member.
+	f.members.failNext("GetPodLive", 5, apierrors.NewServiceUnavailable("injected"))
+	f.members.deleteUncached(f.members.uncachedPods[1], "delete ")
+	f.clock.Step(createdPodTTL + time.Second)
+	f.mustSync("pg")
+	if got := f.memberNodes("pg"); !maps.Equal(got, want) {
+		t.Fatalf("members %v while the API server cannot be read, want %v", got, want)
+	}
+	f.members.failures = map[string]*injector{}
+	f.mustSync("pg")
+	if got, want := f.memberNodes("pg"), map[int32]string{0: "n-a"}; !maps.Equal(got, want) {
+		t.Fatalf("members %v, want %v", got, want)
+	}
+}
+
+// A member reassigned off a gone node while the pod created for it there is
+// not in the cache yet: that node, back, takes no other member of the Flock
+// until the pod is gone.
+func TestNoMemberBesideAnAwaitedPodOfAReassignedMember(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c")
+	f.members.cacheLag = true
+	fl := withReassign(newFlock("pg", 2), 5)
+	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
+	f.createFlock(fl)
+	f.mustSync("pg")
+	if got, want := f.memberNodes("pg"), map[int32]string{0: "n-a", 1: "n-b"}; !maps.Equal(got, want) {
+		t.Fatalf("members %v, want %v", got, want)
+	}
+	f.deleteNode("n-b")
+	f.mustSync("pg")
+	f.clock.Step(10 * time.Second)
+	f.mustSync("pg")
+	if got, want := f.memberNodes("pg"), map[int32]string{0: "n-a", 1: "n-c"}; !maps.Equal(got, want) {
+		t.Fatalf("members %v, want member 1 reassigned to n-c: %v", got, want)
+	}
+	f.addNode(newNode("n-b"))
+	f.scale("pg", 3)
+	f.mustSync("pg")
+	if got, want := f.memberNodes("pg"), map[int32]string{0: "n-a", 1: "n-c"}; !maps.Equal(got, want) {
+		t.Fatalf("members %v while pg-1, not yet in the cache, is on n-b; want %v (member 2 unplaced)", got, want)
+	}
+	// Shown, the old pod is deleted (its member is elsewhere); once it is
+	// gone, member 2 takes n-b.
+	if err := f.members.deliverCreated(); err != nil {
+		t.Fatal(err)
+	}
+	f.members.cacheLag = false
+	f.settle("pg")
+	if got, want := f.memberNodes("pg"), map[int32]string{0: "n-a", 1: "n-c", 2: "n-b"}; !maps.Equal(got, want) {
+		t.Fatalf("members %v, want %v", got, want)
+	}
+}
+
+// A member an OrderedReady Flock has not reached yet gets its data ahead;
+// a finished prepare helper whose deletion failed goes in a later sync,
+// though the member's pod is still not made (member 0 is kept out by a
+// pod of its name that is not the Flock's).
+func TestFinishedPrepareHelperGoesWhileItsMemberWaits(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b")
+	f.members.instantPrepare = false
+	fl := newFlock("pg", 2)
+	f.createFlock(fl)
+	stray := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "")
+	stray.OwnerReferences, stray.UID = nil, "stray"
+	stray.Labels = map[string]string{"app": "other"}
+	f.addPod(stray)
+	f.mustSync("pg")
+	if c := f.condition("pg", v1alpha1.FlockMembersBlocked); c.Reason != ReasonPodNameTaken {
+		t.Fatalf("MembersBlocked = %+v, want %s", c, ReasonPodNameTaken)
+	}
+	if f.helperPod("pg", HelperPrepare, 1) == nil {
+		t.Fatalf("no prepare helper of member 1, made ahead; helpers %v", f.helpers("pg"))
+	}
+	f.runPods() // the helper starts
+	f.runPods() // and completes
+	if h := f.helperPod("pg", HelperPrepare, 1); h == nil || h.Status.Phase != corev1.PodSucceeded {
+		t.Fatalf("prepare helper of member 1: %+v", h)
+	}
+	f.members.failNext("ForceDeletePod", 1, apierrors.NewServiceUnavailable("injected"))
+	_ = f.sync("pg")
+	if f.helperPod("pg", HelperPrepare, 1) == nil {
+		t.Fatal("the helper's deletion was to fail once")
+	}
+	f.mustSync("pg")
+	if h := f.helperPod("pg", HelperPrepare, 1); h != nil {
+		t.Fatalf("finished prepare helper of waiting member 1 left: %+v", h.Status)
+	}
+	if p := f.pod("pg-1"); p != nil {
+		t.Fatalf("pg-1 made before member 0: %+v", p)
 	}
 }

@@ -144,6 +144,22 @@ func (c *fakeMemberControl) ListNodeAgentPods(namespace, node string) ([]*corev1
 	return out, err
 }
 
+// GetPodLive is GetPod, or the pod in uncachedPods (in the API server, not
+// yet in the cache).
+func (c *fakeMemberControl) GetPodLive(_ context.Context, namespace, name string) (*corev1.Pod, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.fail("GetPodLive"); err != nil {
+		return nil, err
+	}
+	for _, p := range c.uncachedPods {
+		if p.Namespace == namespace && p.Name == name {
+			return p, nil
+		}
+	}
+	return c.getPod(namespace, name)
+}
+
 // ListPodsLive is ListPods plus the pods in uncachedPods (in the API
 // server, not yet in the cache).
 func (c *fakeMemberControl) ListPodsLive(_ context.Context, namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
@@ -693,6 +709,7 @@ func (f *fixture) updateFlock(name string, mutate func(*v1alpha1.Flock)) {
 }
 
 func (f *fixture) scale(name string, replicas int32) {
+	f.t.Logf("scale %s to %d", name, replicas)
 	f.updateFlock(name, func(fl *v1alpha1.Flock) { fl.Spec.Replicas = &replicas })
 }
 

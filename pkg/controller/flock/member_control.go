@@ -25,6 +25,9 @@ import (
 type MemberControl interface {
 	// GetPod returns a pod from the cache.
 	GetPod(namespace, name string) (*corev1.Pod, error)
+	// GetPodLive reads a pod from the API server, not the cache (for a
+	// pod the cache has been slow to show).
+	GetPodLive(ctx context.Context, namespace, name string) (*corev1.Pod, error)
 	// ListPods returns the pods in namespace that selector matches, from
 	// the cache.
 	ListPods(namespace string, selector labels.Selector) ([]*corev1.Pod, error)
@@ -80,6 +83,10 @@ var _ MemberControl = &realMemberControl{}
 
 func (c *realMemberControl) GetPod(namespace, name string) (*corev1.Pod, error) {
 	return c.podLister.Pods(namespace).Get(name)
+}
+
+func (c *realMemberControl) GetPodLive(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
+	return c.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
 func (c *realMemberControl) ListPods(namespace string, selector labels.Selector) ([]*corev1.Pod, error) {

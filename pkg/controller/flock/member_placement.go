@@ -89,14 +89,13 @@ func planPlacement(s *snapshot) placementPlan {
 	}
 
 	// A node that a pod of the Flock still holds (terminating, or one no
-	// member records there) takes no new member until that pod is gone,
-	// so that two pods of one Flock never share a node. placement.Assign
-	// counts these nodes as used under ordinals below zero, which it never
-	// assigns.
+	// member records there, or one created and not yet in the cache) takes
+	// no new member until that pod is gone, so that two pods of one Flock
+	// never share a node. placement.Assign counts these nodes as used under
+	// ordinals below zero, which it never assigns.
 	held := map[int32]string{}
-	for _, pod := range pods {
-		node := PinnedNode(pod)
-		if node == "" || used[node] || !isControlledBy(pod, f) {
+	for _, node := range s.podNodes() {
+		if used[node] {
 			continue
 		}
 		used[node] = true

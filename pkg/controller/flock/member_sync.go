@@ -318,7 +318,7 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord 
 		if !data.ready {
 			return memberOutcome{wait: true, blocked: data.blocked, err: err}
 		}
-		fc.created.expect(key, s.now)
+		fc.created.expect(key, m.Node, s.now)
 		err = fc.members.CreatePod(ctx, newMemberPodFromTemplate(f, a.template, m, a.revision))
 		switch {
 		case apierrors.IsAlreadyExists(err):

@@ -214,7 +214,14 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 	}
 	prepared := d.isPrepared(pv)
 	var preparing dataState
-	if !prepared {
+	if prepared {
+		// A prepare helper still there (its deletion failed, or the mark
+		// came from the node agent while it ran) goes as a finished one
+		// would: after the member's pod, or now.
+		if _, err := d.pods.GetPod(d.helperNamespace, HelperPodName(HelperPrepare, f.UID, ord)); err == nil {
+			after = func(ctx context.Context) error { return d.deleteHelpers(ctx, f, ord, HelperPrepare, false) }
+		}
+	} else {
 		if preparing, err = d.prepare(ctx, f, m, pv, now); err != nil || preparing.ready {
 			prepared = preparing.ready
 		}

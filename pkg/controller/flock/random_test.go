@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +39,8 @@ func TestRandomOperations(t *testing.T) {
 	images := []string{"postgres:16", "postgres:17", "postgres:18"}
 	const steps = 300
 
-	for seed := uint64(1); seed <= 40; seed++ {
+	first, last := randomSeeds(t)
+	for seed := first; seed <= last; seed++ {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, 0x5eed))
 			f := newFixtureWithLogVerbosity(t, 0, nodeNames...)
@@ -97,6 +100,7 @@ func TestRandomOperations(t *testing.T) {
 						}
 					}
 					f.members.cacheLag = !f.members.cacheLag
+					t.Logf("step %d: pod cache lags: %v", step, f.members.cacheLag)
 				case 16:
 					f.updateFlock(flockNames[rng.IntN(len(flockNames))], setImage(images[rng.IntN(len(images))]))
 				case 17:
@@ -117,6 +121,7 @@ func TestRandomOperations(t *testing.T) {
 					f.scale(flockNames[rng.IntN(len(flockNames))], int32(rng.IntN(len(nodeNames)+2)))
 				case 1:
 					if p := randomPod(); p != nil {
+						t.Logf("step %d: delete pod %s on %s", step, p.Name, p.Spec.NodeName)
 						f.deletePod(p.Name)
 					}
 				case 2:
@@ -126,10 +131,12 @@ func TestRandomOperations(t *testing.T) {
 				case 3, 4:
 					f.runPods()
 				case 5:
+					t.Logf("step %d: pods finish terminating", step)
 					f.finishTerminating()
 				case 6:
 					if n := randomNode(); nodeExists(n) {
 						ready := rng.IntN(2) == 0
+						t.Logf("step %d: node %s ready=%v", step, n, ready)
 						f.updateNode(n, setNodeReady(ready))
 						f.check()
 					}
@@ -141,8 +148,10 @@ func TestRandomOperations(t *testing.T) {
 					}
 				case 8:
 					if n := randomNode(); nodeExists(n) {
+						t.Logf("step %d: delete node %s", step, n)
 						f.deleteNode(n)
 					} else {
+						t.Logf("step %d: add node %s", step, n)
 						f.addNode(newNode(n))
 						f.check()
 					}
@@ -150,6 +159,7 @@ func TestRandomOperations(t *testing.T) {
 					// Orphan a pod (as kubectl delete --cascade=orphan of an
 					// earlier Flock, or a GC race, would leave it).
 					if p := randomPod(); p != nil {
+						t.Logf("step %d: orphan pod %s on %s", step, p.Name, p.Spec.NodeName)
 						f.updatePod(p.Name, func(p *corev1.Pod) { p.OwnerReferences = nil })
 					}
 				case 10:
@@ -256,4 +266,24 @@ func TestRandomOperations(t *testing.T) {
 			}
 		})
 	}
+}
+
+// randomSeeds returns the seeds TestRandomOperations runs: 1 to 40, or the
+// range FLOCK_RANDOM_SEEDS names ("401-2000", or one seed "37"), for a
+// longer search than CI's.
+func randomSeeds(t *testing.T) (first, last uint64) {
+	v := os.Getenv("FLOCK_RANDOM_SEEDS")
+	if v == "" {
+		return 1, 40
+	}
+	lo, hi, found := strings.Cut(v, "-")
+	if !found {
+		hi = lo
+	}
+	first, err1 := strconv.ParseUint(lo, 10, 64)
+	last, err2 := strconv.ParseUint(hi, 10, 64)
+	if err1 != nil || err2 != nil || first == 0 || first > last {
+		t.Fatalf("FLOCK_RANDOM_SEEDS=%q: want a seed or a range first-last of seeds from 1", v)
+	}
+	return first, last
 }

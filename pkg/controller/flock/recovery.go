@@ -74,6 +74,15 @@ func planRecovery(s *snapshot) recoveryPlan {
 		taken[m.Node] = true
 		existing[m.Ordinal] = m.Node
 	}
+	// Nor to a node that a pod of the Flock still holds (a moved member's
+	// old pod, terminating, or one created and not yet in the cache):
+	// Relocate counts those as used under ordinals below zero.
+	for _, node := range s.podNodes() {
+		if !taken[node] {
+			taken[node] = true
+			existing[-1-int32(len(existing))] = node
+		}
+	}
 	// Read only when a member moves: every sync plans recovery, and both
 	// walk every node and every Flock.
 	var candidates []*corev1.Node

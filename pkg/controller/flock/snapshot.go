@@ -7,6 +7,7 @@ package flock
 
 import (
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,6 +47,10 @@ type snapshot struct {
 	// holds the node-local volume of each of the Flock's ordinals that has
 	// one and is not being removed, retained ones above replicas included.
 	retained *lazy[map[int32]string]
+	// awaited are the nodes of the recorded members' pods that this
+	// controller created and its cache does not show yet, by ordinal
+	// (podAwaited).
+	awaited map[int32]string
 	// lostSince says since when each lost node (NotReady, or gone while a
 	// member is recorded on it) has been lost; Ready nodes are absent.
 	lostSince map[string]time.Time
@@ -76,6 +81,30 @@ func (s *snapshot) withPods(owned []*corev1.Pod) *snapshot {
 		n.pods[ord] = pod
 	}
 	return &n
+}
+
+// podNodes returns the nodes that pods of the Flock hold: those of the pods
+// it controls in the cache (terminating ones included), then those of the
+// pods it created that the cache does not show yet, in a stable order,
+// each once.
+func (s *snapshot) podNodes() []string {
+	var out []string
+	seen := map[string]bool{}
+	add := func(node string) {
+		if node != "" && !seen[node] {
+			seen[node] = true
+			out = append(out, node)
+		}
+	}
+	for _, pod := range s.candidates {
+		if isControlledBy(pod, s.flock) {
+			add(PinnedNode(pod))
+		}
+	}
+	for _, ord := range slices.Sorted(maps.Keys(s.awaited)) {
+		add(s.awaited[ord])
+	}
+	return out
 }
 
 // deleting reports whether the Flock is being deleted.

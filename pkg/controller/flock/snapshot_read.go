@@ -4,6 +4,7 @@
 package flock
 
 import (
+	"context"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +15,7 @@ import (
 
 // takeSnapshot reads what a sync of f needs from the caches. pods are the
 // candidate pods the loop found.
-func (fc *defaultFlockControl) takeSnapshot(f *v1alpha1.Flock, selector labels.Selector, pods []*corev1.Pod, now time.Time) (*snapshot, error) {
+func (fc *defaultFlockControl) takeSnapshot(ctx context.Context, f *v1alpha1.Flock, selector labels.Selector, pods []*corev1.Pod, now time.Time) (*snapshot, error) {
 	nodeList, err := fc.nodeLister.List(labels.Everything())
 	if err != nil {
 		return nil, err
@@ -25,6 +26,7 @@ func (fc *defaultFlockControl) takeSnapshot(f *v1alpha1.Flock, selector labels.S
 		nodeList:  nodeList,
 		nodes:     make(map[string]*corev1.Node, len(nodeList)),
 		lostSince: map[string]time.Time{},
+		awaited:   fc.awaitedPods(ctx, f, now),
 	}
 	for _, m := range f.Status.Members {
 		if m.NodeLostSince != nil {
