@@ -494,6 +494,35 @@ func TestParallelCreatesAllMembersAtOnce(t *testing.T) {
 	}
 }
 
+// An OrderedReady scale down waits for the members below, but not to delete
+// the pods of the members it removes that have terminated (none of them
+// runs): member 0 kept out by a pod of its name that is not the Flock's,
+// the scaled-away member 2's Failed pod goes all the same, and member 1's
+// running pod waits.
+func TestTerminatedPodOfAScaledAwayMemberGoesWhileALowerMemberWaits(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c")
+	fl := newFlock("pg", 3)
+	f.createFlock(fl)
+	f.settle("pg")
+	f.deletePod("pg-0")
+	stray := NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "")
+	stray.OwnerReferences, stray.UID = nil, "stray"
+	stray.Labels = map[string]string{"app": "other"}
+	f.addPod(stray)
+	f.updatePod("pg-2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed })
+	f.scale("pg", 1)
+	f.mustSync("pg")
+	if c := f.condition("pg", v1alpha1.FlockMembersBlocked); c.Reason != ReasonPodNameTaken {
+		t.Fatalf("MembersBlocked = %+v, want %s", c, ReasonPodNameTaken)
+	}
+	if p := f.pod("pg-2"); p != nil && p.DeletionTimestamp == nil {
+		t.Fatalf("Failed pg-2 of scaled-away member 2 not deleted: %+v", p.Status)
+	}
+	if p := f.pod("pg-1"); p == nil || p.DeletionTimestamp != nil {
+		t.Fatalf("running pg-1 deleted before member 0 is Ready: %v", p)
+	}
+}
+
 func TestScaleDownAndUp(t *testing.T) {
 	for _, policy := range []v1alpha1.PodManagementPolicyType{v1alpha1.OrderedReadyPodManagement, v1alpha1.ParallelPodManagement} {
 		t.Run(string(policy), func(t *testing.T) {

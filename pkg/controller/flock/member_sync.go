@@ -50,7 +50,11 @@ func (fc *defaultFlockControl) syncMembers(ctx context.Context, s *snapshot, pla
 				errs = append(errs, out.err)
 			}
 			if out.wait || out.err != nil {
-				return utilerrors.NewAggregate(append(errs, fc.prepareAhead(ctx, s, ord+1)...))
+				errs = append(errs, fc.prepareAhead(ctx, s, ord+1)...)
+				// The scale down waits for this member too, but for
+				// pods that have terminated: none of them runs.
+				errs = append(errs, fc.deleteForScaleDown(ctx, s, planTerminatedScaleDown(s), changed)...)
+				return utilerrors.NewAggregate(errs)
 			}
 		}
 	} else {
@@ -69,15 +73,7 @@ func (fc *defaultFlockControl) syncMembers(ctx context.Context, s *snapshot, pla
 	}
 
 	deletions, waiting := planScaleDown(s)
-	for _, d := range deletions {
-		if d.changes {
-			logger.V(2).Info("Deleting pod for scale down", "pod", klog.KObj(d.pod))
-			changed[d.ord] = true
-		}
-		if err := fc.deletePod(ctx, f, d.pod, d.why, d.force); err != nil {
-			errs = append(errs, err)
-		}
-	}
+	errs = append(errs, fc.deleteForScaleDown(ctx, s, deletions, changed)...)
 	if waiting != nil {
 		logger.V(4).Info("Waiting for pod to terminate before scaling down further", "pod", klog.KObj(waiting))
 	}
@@ -170,6 +166,37 @@ func planScaleDown(s *snapshot) (deletions []podDeletion, waiting *corev1.Pod) {
 		}
 	}
 	return deletions, nil
+}
+
+// planTerminatedScaleDown returns the pods of ordinals at or above replicas
+// that have terminated (Failed or Succeeded) and are not being deleted: an
+// OrderedReady Flock's scale down, which waits for its lower members, need
+// not wait to delete them, as none of them runs.
+func planTerminatedScaleDown(s *snapshot) []podDeletion {
+	replicas := replicasOf(s.flock)
+	var out []podDeletion
+	for _, ord := range sortedOrdinals(s.pods) {
+		if pod := s.pods[ord]; ord >= replicas && isTerminal(pod) && !isTerminating(pod) {
+			out = append(out, podDeletion{ord: ord, pod: pod, why: "scale down; it has terminated", changes: true})
+		}
+	}
+	return out
+}
+
+// deleteForScaleDown deletes the pods of a scale down, noting the members
+// they change.
+func (fc *defaultFlockControl) deleteForScaleDown(ctx context.Context, s *snapshot, deletions []podDeletion, changed map[int32]bool) []error {
+	var errs []error
+	for _, d := range deletions {
+		if d.changes {
+			klog.FromContext(ctx).V(2).Info("Deleting pod for scale down", "pod", klog.KObj(d.pod))
+			changed[d.ord] = true
+		}
+		if err := fc.deletePod(ctx, s.flock, d.pod, d.why, d.force); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
 }
 
 // memberActionKind is what a sync writes for one member.
