@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	coreinformers "k8s.io/client-go/informers/core/v1"
@@ -85,8 +86,19 @@ func (c *realMemberControl) GetPod(namespace, name string) (*corev1.Pod, error) 
 	return c.podLister.Pods(namespace).Get(name)
 }
 
+// GetPodLive lists the one pod of that name: the controller may list and
+// watch pods, never get one (its ClusterRole), and the list is as fresh.
 func (c *realMemberControl) GetPodLive(ctx context.Context, namespace, name string) (*corev1.Pod, error) {
-	return c.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	list, err := c.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+	if err != nil {
+		return nil, err
+	}
+	for i := range list.Items {
+		if list.Items[i].Name == name {
+			return &list.Items[i], nil
+		}
+	}
+	return nil, apierrors.NewNotFound(corev1.Resource("pods"), name)
 }
 
 func (c *realMemberControl) ListPods(namespace string, selector labels.Selector) ([]*corev1.Pod, error) {

@@ -335,3 +335,35 @@ func TestListHelperPodsFromTheIndex(t *testing.T) {
 		t.Errorf("orphans of flock-system: %d, %v; want the 3 helpers", len(orphans), err)
 	}
 }
+
+// GetPodLive reads one pod from the API server by a list of its name (the
+// controller's ClusterRole has no get of pods), never from the cache.
+func TestGetPodLiveListsThePodByName(t *testing.T) {
+	ctx := context.Background()
+	fl := newFlock("pg", 2)
+	client := k8sfake.NewClientset(
+		NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 0, Node: "n-a"}, "rev"),
+		NewMemberPod(fl, v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}, "rev"))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	mc := NewMemberControl(client, factory.Core().V1().Pods(), factory.Core().V1().Services().Lister())
+	var verbs []string
+	client.PrependReactor("*", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		verbs = append(verbs, a.GetVerb())
+		if l, ok := a.(clienttesting.ListAction); ok {
+			if got := l.GetListRestrictions().Fields.String(); got != "metadata.name=pg-1" && got != "metadata.name=pg-2" {
+				t.Errorf("field selector %q", got)
+			}
+		}
+		return false, nil, nil
+	})
+	pod, err := mc.GetPodLive(ctx, testNamespace, "pg-1")
+	if err != nil || pod.Name != "pg-1" || PinnedNode(pod) != "n-b" {
+		t.Fatalf("GetPodLive(pg-1) = %v, %v", pod, err)
+	}
+	if _, err := mc.GetPodLive(ctx, testNamespace, "pg-2"); !apierrors.IsNotFound(err) {
+		t.Fatalf("GetPodLive(pg-2): %v, want NotFound", err)
+	}
+	if !slices.Equal(verbs, []string{"list", "list"}) {
+		t.Fatalf("verbs %v, want two lists", verbs)
+	}
+}
