@@ -177,7 +177,7 @@ func planTerminatedScaleDown(s *snapshot) []podDeletion {
 	var out []podDeletion
 	for _, ord := range sortedOrdinals(s.pods) {
 		if pod := s.pods[ord]; ord >= replicas && isTerminal(pod) && !isTerminating(pod) {
-			out = append(out, podDeletion{ord: ord, pod: pod, why: "scale down; it has terminated", changes: true})
+			out = append(out, podDeletion{ord: ord, pod: pod, why: "scale down; it has terminated", force: mustForceDelete(pod, s.nodes), changes: true})
 		}
 	}
 	return out
