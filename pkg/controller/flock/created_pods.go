@@ -62,14 +62,6 @@ func (c *createdPods) expect(key, node string, now time.Time) {
 	c.m[key] = createdPod{at: now, node: node}
 }
 
-// awaited reports whether a create of the pod key was sent less than
-// createdPodTTL before now and the informer has not delivered the pod
-// since.
-func (c *createdPods) awaited(key string, now time.Time) bool {
-	e, ok := c.get(key)
-	return ok && now.Sub(e.at) <= createdPodTTL
-}
-
 // get returns the awaited create of the pod key, however old.
 func (c *createdPods) get(key string) (createdPod, bool) {
 	c.mu.Lock()

@@ -333,3 +333,40 @@ func TestFinishedPrepareHelperGoesWhileItsMemberWaits(t *testing.T) {
 		t.Fatalf("pg-1 made before member 0: %+v", p)
 	}
 }
+
+// A member of an OrderedReady Flock reassigned off a gone node while the pod
+// created for it there is not in the cache yet: once that node is back, the
+// directory the member left there (whenScaled Delete) is not removed while
+// the pod may still use it, also while a lower member is not Ready (the
+// data of the members after it is made ahead).
+func TestNoLeftDataRemovalBesideAnAwaitedPod(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c")
+	fl := withReassign(newFlock("pg", 2), 5)
+	fl.Spec.Storage.Retention.WhenScaled = v1alpha1.DeleteRetentionPolicy
+	f.createFlock(fl)
+	f.settle("pg")
+	f.members.cacheLag = true
+	f.deletePod("pg-1")
+	f.mustSync("pg")
+	if n := len(f.members.uncachedPods); n != 1 {
+		t.Fatalf("%d pods created and not in the cache, want pg-1", n)
+	}
+	f.deleteNode("n-b")
+	f.mustSync("pg")
+	f.clock.Step(10 * time.Second)
+	f.mustSync("pg")
+	if got, want := f.memberNodes("pg"), map[int32]string{0: "n-a", 1: "n-c"}; !maps.Equal(got, want) {
+		t.Fatalf("members %v, want member 1 reassigned to n-c: %v", got, want)
+	}
+	f.addNode(newNode("n-b"))
+	f.updatePod("pg-0", func(p *corev1.Pod) {
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	})
+	for _, step := range []time.Duration{0, time.Second, createdPodTTL} {
+		f.clock.Step(step)
+		f.mustSync("pg")
+		if h := f.helperPod("pg", HelperCleanup, 1); h != nil {
+			t.Fatalf("cleanup helper %s on %s while pg-1, created there and not yet in the cache, may use the directory", h.Name, h.Spec.NodeName)
+		}
+	}
+}

@@ -89,7 +89,7 @@ func (fc *defaultFlockControl) prepareAhead(ctx context.Context, s *snapshot, fr
 	var errs []error
 	for ord := from; ord < replicasOf(s.flock); ord++ {
 		m, ok := s.members[ord]
-		if !ok || s.pods[ord] != nil || s.nameTaken[ord] {
+		if _, awaited := s.awaited[ord]; !ok || s.pods[ord] != nil || s.nameTaken[ord] || awaited {
 			continue
 		}
 		// No pod is created here: a finished helper goes at once.
@@ -326,9 +326,10 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord 
 	case memberCreate:
 		name := PodName(f.Name, ord)
 		key := cache.NewObjectName(f.Namespace, name).String()
-		if fc.created.awaited(key, s.now) {
+		if _, ok := fc.podAwaited(ctx, f, ord, s.now); ok {
 			// Created by an earlier sync; the cache is behind, and the
-			// pod's event brings us back.
+			// pod's event brings us back. Nothing is done for the member
+			// meanwhile, its data included: the pod may use it.
 			return memberOutcome{wait: true}
 		}
 		if _, err := fc.members.GetPod(f.Namespace, name); err == nil {
