@@ -270,14 +270,7 @@ func TestNoMemberBesideAnAwaitedPodOfAReassignedMember(t *testing.T) {
 	if got, want := f.memberNodes("pg"), map[int32]string{0: "n-a", 1: "n-b"}; !maps.Equal(got, want) {
 		t.Fatalf("members %v, want %v", got, want)
 	}
-	f.deleteNode("n-b")
-	f.mustSync("pg")
-	f.clock.Step(10 * time.Second)
-	f.mustSync("pg")
-	if got, want := f.memberNodes("pg"), map[int32]string{0: "n-a", 1: "n-c"}; !maps.Equal(got, want) {
-		t.Fatalf("members %v, want member 1 reassigned to n-c: %v", got, want)
-	}
-	f.addNode(newNode("n-b"))
+	reassignOffNodeB(t, f)
 	f.scale("pg", 3)
 	f.mustSync("pg")
 	if got, want := f.memberNodes("pg"), map[int32]string{0: "n-a", 1: "n-c"}; !maps.Equal(got, want) {
@@ -351,14 +344,7 @@ func TestNoLeftDataRemovalBesideAnAwaitedPod(t *testing.T) {
 	if n := len(f.members.uncachedPods); n != 1 {
 		t.Fatalf("%d pods created and not in the cache, want pg-1", n)
 	}
-	f.deleteNode("n-b")
-	f.mustSync("pg")
-	f.clock.Step(10 * time.Second)
-	f.mustSync("pg")
-	if got, want := f.memberNodes("pg"), map[int32]string{0: "n-a", 1: "n-c"}; !maps.Equal(got, want) {
-		t.Fatalf("members %v, want member 1 reassigned to n-c: %v", got, want)
-	}
-	f.addNode(newNode("n-b"))
+	reassignOffNodeB(t, f)
 	f.updatePod("pg-0", func(p *corev1.Pod) {
 		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
 	})
@@ -369,4 +355,18 @@ func TestNoLeftDataRemovalBesideAnAwaitedPod(t *testing.T) {
 			t.Fatalf("cleanup helper %s on %s while pg-1, created there and not yet in the cache, may use the directory", h.Name, h.Spec.NodeName)
 		}
 	}
+}
+
+// reassignOffNodeB deletes node n-b, so that member 1 of Flock pg (Reassign
+// after 5 s) moves from it to n-c, and then brings n-b back.
+func reassignOffNodeB(t *testing.T, f *fixture) {
+	t.Helper()
+	f.deleteNode("n-b")
+	f.mustSync("pg")
+	f.clock.Step(10 * time.Second)
+	f.mustSync("pg")
+	if got, want := f.memberNodes("pg"), map[int32]string{0: "n-a", 1: "n-c"}; !maps.Equal(got, want) {
+		t.Fatalf("members %v, want member 1 reassigned to n-c: %v", got, want)
+	}
+	f.addNode(newNode("n-b"))
 }
