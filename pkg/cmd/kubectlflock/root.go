@@ -7,6 +7,8 @@
 //	kubectl flock where NODE                    the members that live on a node
 //	kubectl flock move NAME ORDINAL [--to NODE] move one member (flocks/move)
 //	kubectl flock drain-node NODE [--dry-run]   move every member off a node
+//	kubectl flock rollout status|history|undo|restart NAME
+//	                                            kubectl rollout, for a Flock
 package kubectlflock
 
 import (
@@ -61,7 +63,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	o := &options{configFlags: genericclioptions.NewConfigFlags(true), streams: streams}
 	cmd := &cobra.Command{
 		Use:           "kubectl-flock",
-		Short:         "Day-two operations on Flocks: members, where, move, drain-node",
+		Short:         "Day-two operations on Flocks: members, where, move, drain-node, rollout",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl flock"},
@@ -72,7 +74,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	cmd.SetOut(streams.Out)
 	cmd.SetErr(streams.ErrOut)
 	o.configFlags.AddFlags(cmd.PersistentFlags())
-	cmd.AddCommand(newMembersCommand(o), newWhereCommand(o), newMoveCommand(o), newDrainNodeCommand(o))
+	cmd.AddCommand(newMembersCommand(o), newWhereCommand(o), newMoveCommand(o), newDrainNodeCommand(o), newRolloutCommand(o))
 	return cmd
 }
 

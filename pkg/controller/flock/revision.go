@@ -46,16 +46,22 @@ func RevisionName(flockName, revision string) string {
 	return flockName + "-" + revision
 }
 
+// ChangeCauseAnnotation is the annotation a Flock's new revision copies
+// from the Flock, the cause `kubectl flock rollout history` prints, as a
+// StatefulSet's revisions carry it.
+const ChangeCauseAnnotation = "kubernetes.io/change-cause"
+
 // NewControllerRevision returns the ControllerRevision that records
 // template as revision (its hash) of Flock f, with the given revision
-// number, labelled flock.dev/name and controller-revision-hash, and
-// controlled by f. Its data is the template as JSON.
+// number, labelled flock.dev/name and controller-revision-hash, annotated
+// with f's change cause if it has one, and controlled by f. Its data is the
+// template as JSON.
 func NewControllerRevision(f *v1alpha1.Flock, template *corev1.PodTemplateSpec, revision string, number int64) *appsv1.ControllerRevision {
 	data, err := canonicalJSON(template)
 	if err != nil {
 		panic(err) // see Revision
 	}
-	return &appsv1.ControllerRevision{
+	cr := &appsv1.ControllerRevision{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:      RevisionName(f.Name, revision),
 			Namespace: f.Namespace,
@@ -68,6 +74,10 @@ func NewControllerRevision(f *v1alpha1.Flock, template *corev1.PodTemplateSpec, 
 		Data:     runtime.RawExtension{Raw: data},
 		Revision: number,
 	}
+	if cause, ok := f.Annotations[ChangeCauseAnnotation]; ok {
+		cr.Annotations = map[string]string{ChangeCauseAnnotation: cause}
+	}
+	return cr
 }
 
 // TemplateOf returns the pod template a ControllerRevision of a Flock

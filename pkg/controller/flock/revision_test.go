@@ -63,3 +63,21 @@ func TestNewFlocksRevisionComesAfterItsMembers(t *testing.T) {
 		}
 	}
 }
+
+// A new revision carries the Flock's kubernetes.io/change-cause, what
+// `kubectl flock rollout history` prints beside it, as a StatefulSet's
+// revisions carry the StatefulSet's.
+func TestRevisionCarriesTheFlocksChangeCause(t *testing.T) {
+	f := newFixture(t, "n-a")
+	fl := newFlock("pg", 1)
+	fl.Annotations = map[string]string{ChangeCauseAnnotation: "first", "other": "not copied"}
+	f.createFlock(fl)
+	f.mustSync("pg")
+	cr, ok := f.history.get(testNamespace, RevisionName("pg", Revision(&fl.Spec.Template)))
+	if !ok {
+		t.Fatal("no revision recorded")
+	}
+	if len(cr.Annotations) != 1 || cr.Annotations[ChangeCauseAnnotation] != "first" {
+		t.Errorf("revision annotations %v, want only %s: first", cr.Annotations, ChangeCauseAnnotation)
+	}
+}
