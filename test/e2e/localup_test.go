@@ -13,11 +13,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"flock.dev/flock/internal/syncbuffer"
 	"flock.dev/flock/test/cluster"
 )
 
@@ -45,7 +45,7 @@ func TestLocalUp(t *testing.T) {
 	baseEnv = withoutEnv(baseEnv, "FLOCK_BIN", "KUBECONFIG", "MAKEFLAGS", "MAKELEVEL")
 
 	// make local-up, in its own process group like a terminal job.
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuffer.Buffer
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 	mk := exec.Command("make", "-C", fresh, "local-up")
@@ -279,22 +279,4 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// syncBuffer is a bytes.Buffer safe for one writer and concurrent readers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

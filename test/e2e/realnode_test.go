@@ -32,6 +32,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
+	"flock.dev/flock/internal/syncbuffer"
 	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
 	flockcontroller "flock.dev/flock/pkg/controller/flock"
 	"flock.dev/flock/pkg/nodeagent"
@@ -206,7 +207,7 @@ func TestRealNodeLocalUp(t *testing.T) {
 	up := exec.Command(filepath.Join(fresh, "hack", "local-up.sh"))
 	up.Env = append(withoutEnv(os.Environ(), "KUBECONFIG"), "FLOCK_BIN="+env.BinDir(), "NODES=1", "REAL_NODES=1",
 		"KUBE_APISERVER_PORT=0", "FLOCK_APISERVER_PORT=0")
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuffer.Buffer
 	pr, pw := io.Pipe()
 	up.Stdout, up.Stderr = io.MultiWriter(&stdout, pw), &stderr
 	up.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

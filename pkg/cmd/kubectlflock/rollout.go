@@ -67,6 +67,16 @@ func flockName(arg string) (string, error) {
 	return "", fmt.Errorf("%q is not a Flock: give NAME or flock/NAME", arg)
 }
 
+// flockClients resolves a Flock argument (flockName) and builds the clients.
+func (o *options) flockClients(arg string) (*clients, string, error) {
+	name, err := flockName(arg)
+	if err != nil {
+		return nil, "", err
+	}
+	c, err := o.clients()
+	return c, name, err
+}
+
 func newRolloutStatusCommand(o *options) *cobra.Command {
 	var (
 		watchFlag bool
@@ -81,11 +91,7 @@ func newRolloutStatusCommand(o *options) *cobra.Command {
 			"--timeout bounds the wait (0: no bound).",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := flockName(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := o.clients()
+			c, name, err := o.flockClients(args[0])
 			if err != nil {
 				return err
 			}
@@ -237,11 +243,7 @@ func newRolloutHistoryCommand(o *options) *cobra.Command {
 			"made). --revision=N prints revision N's pod template.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := flockName(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := o.clients()
+			c, name, err := o.flockClients(args[0])
 			if err != nil {
 				return err
 			}
@@ -326,11 +328,7 @@ func newRolloutUndoCommand(o *options) *cobra.Command {
 			"by the update strategy, and the old revision becomes the latest. --dry-run=server sends it with dryRun.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := flockName(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := o.clients()
+			c, name, err := o.flockClients(args[0])
 			if err != nil {
 				return err
 			}
@@ -412,11 +410,7 @@ func newRolloutRestartCommand(o *options) *cobra.Command {
 			"member keeps its node and its data.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := flockName(args[0])
-			if err != nil {
-				return err
-			}
-			c, err := o.clients()
+			c, name, err := o.flockClients(args[0])
 			if err != nil {
 				return err
 			}

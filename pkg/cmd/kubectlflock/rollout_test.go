@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
+	"flock.dev/flock/internal/syncbuffer"
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
 	flockcontroller "flock.dev/flock/pkg/controller/flock"
 	flockfake "flock.dev/flock/pkg/generated/clientset/versioned/fake"
@@ -87,7 +87,7 @@ func TestRolloutStatusWatches(t *testing.T) {
 	f.Status = v1alpha1.FlockStatus{ObservedGeneration: 1, ReadyReplicas: 2, UpdatedReplicas: 1, CurrentRevision: "old", UpdateRevision: "new"}
 	fc := flockfake.NewSimpleClientset(f)
 	c := &clients{flock: fc, kube: kubefake.NewClientset(), namespace: "ns"}
-	var out syncBuffer
+	var out syncbuffer.Buffer
 	done := make(chan error, 1)
 	go func() { done <- rolloutStatus(context.Background(), c, "web", true, time.Minute, &out) }()
 
@@ -208,22 +208,4 @@ func TestRestartPatch(t *testing.T) {
 	if got := f.Spec.Template.Annotations[restartedAtAnnotation]; got != "2026-12-06T19:00:00Z" {
 		t.Errorf("patch %s sets %s to %q", data, restartedAtAnnotation, got)
 	}
-}
-
-// syncBuffer is a bytes.Buffer one goroutine writes while another reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
