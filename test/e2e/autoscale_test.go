@@ -23,7 +23,8 @@ const hpaWait = 90 * time.Second
 // `kubectl autoscale` finds the Flock's scale subresource by discovery, and
 // kube-controller-manager's HPA controller reads and writes it through the
 // aggregator. The cluster has no metrics API, so the autoscaler acts on its
-// bounds alone: replicas below --min are raised to it. A minimum more than
+// bounds alone: replicas below --min are raised to it, replicas above --max
+// lowered to it. A minimum more than
 // the eligible nodes hold is refused by the scale's capacity check; the
 // autoscaler reports the refusal (AbleToScale False, a FailedRescale event,
 // both with the capacity message) and the Flock stays as it was.
@@ -63,6 +64,24 @@ func TestHorizontalPodAutoscaler(t *testing.T) {
 				return fmt.Errorf("AbleToScale %+v, want True", c)
 			}
 			return hpaEvent(ctx, ns, h, "SuccessfulRescale", "New size: 2; reason: Current number of replicas below Spec.MinReplicas")
+		})
+
+		// Above --max: a lowered maximum scales the Flock down to it.
+		kubectl(t, k, "scale", "fl/web", "-n", ns, "--replicas=3")
+		kubectl(t, k, "patch", "hpa/web", "-n", ns, "--type=merge", "-p", `{"spec":{"maxReplicas":2}}`)
+		eventually(t, hpaWait, "the autoscaler lowers Flock web to its new maximum", func(ctx context.Context) error {
+			f, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if got := ptr.Deref(f.Spec.Replicas, 0); got != 2 {
+				return fmt.Errorf("spec.replicas %d, want 2", got)
+			}
+			h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			return hpaEvent(ctx, ns, h, "SuccessfulRescale", "New size: 2; reason: Current number of replicas above Spec.MaxReplicas")
 		})
 
 		// What the autoscaler's metrics would select the members by.
