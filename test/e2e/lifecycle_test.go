@@ -317,6 +317,10 @@ func TestLifecycleHaltedRollout(t *testing.T) {
 		return nil
 	})
 	lcWaitEvent(t, ns, name, "RolloutHalted", "x-2", broken)
+	// `kubectl flock rollout status` says so, and does not wait.
+	if stderr := kubectlFlockFails(t, env.KubectlBuilt(), pluginPath(t), "rollout", "status", name, "-n", ns, "--timeout=30s"); !strings.Contains(stderr, "rollout of Flock x halted: ") || !strings.Contains(stderr, "halted at pod x-2") {
+		t.Errorf("rollout status of the halted rollout: %q", stderr)
+	}
 	pods := ctlMemberPods(t, ns, name)
 	if len(pods) != 3 {
 		t.Fatalf("pods %v", ctlPodNames(pods))

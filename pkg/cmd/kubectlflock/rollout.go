@@ -88,7 +88,8 @@ func newRolloutStatusCommand(o *options) *cobra.Command {
 		Long: "Show whether Flock NAME's latest template has reached its members (RollingUpdate strategy): the " +
 			"controller has seen the latest spec, every member is Ready, and every member from the partition up " +
 			"runs the latest revision. With --watch (the default) wait until it has, printing each step; " +
-			"--timeout bounds the wait (0: no bound).",
+			"--timeout bounds the wait (0: no bound). A halted rollout (Progressing False, RolloutHalted: a new " +
+			"member pod never became Ready) is an error.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, name, err := o.flockClients(args[0])
@@ -122,6 +123,12 @@ func rolloutState(f *v1alpha1.Flock) (string, bool, error) {
 	}
 	if f.Status.ObservedGeneration < f.Generation {
 		return fmt.Sprintf("Waiting for the Flock's spec (generation %d) to be observed...", f.Generation), false, nil
+	}
+	// A rollout whose new pods never became Ready stops until the template
+	// changes: an error, as kubectl gives for a Deployment past its
+	// progress deadline.
+	if c := meta(f.Status.Conditions, v1alpha1.FlockProgressing); c != nil && c.Status == metav1.ConditionFalse && c.Reason == flockcontroller.ReasonRolloutHalted {
+		return "", false, fmt.Errorf("rollout of Flock %s halted: %s", f.Name, c.Message)
 	}
 	if f.Status.ReadyReplicas < replicas {
 		return fmt.Sprintf("Waiting for %d of %d members to be Ready...%s", replicas-f.Status.ReadyReplicas, replicas, blocked), false, nil

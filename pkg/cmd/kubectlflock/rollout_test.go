@@ -74,6 +74,14 @@ func TestRolloutState(t *testing.T) {
 			t.Errorf("%s: rolloutState = %q, %v, %v; want %q, %v", c.name, got, done, err, c.want, c.done)
 		}
 	}
+	halted := flock(func(f *v1alpha1.Flock) {
+		f.Status.ReadyReplicas, f.Status.CurrentRevision, f.Status.UpdatedReplicas = 2, "old", 1
+		f.Status.Conditions = []metav1.Condition{{Type: v1alpha1.FlockProgressing, Status: metav1.ConditionFalse,
+			Reason: flockcontroller.ReasonRolloutHalted, Message: "halted at pod web-2"}}
+	})
+	if _, _, err := rolloutState(halted); err == nil || err.Error() != "rollout of Flock web halted: halted at pod web-2" {
+		t.Errorf("rolloutState of a halted rollout: %v", err)
+	}
 	onDelete := flock(func(f *v1alpha1.Flock) { f.Spec.UpdateStrategy.Type = v1alpha1.OnDeleteFlockStrategyType })
 	if _, _, err := rolloutState(onDelete); err == nil || !strings.Contains(err.Error(), "needs the RollingUpdate update strategy") {
 		t.Errorf("rolloutState of an OnDelete Flock: %v, want an error naming the strategy", err)
