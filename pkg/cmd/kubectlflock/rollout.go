@@ -196,7 +196,14 @@ func rolloutStatus(ctx context.Context, c *clients, name string, watchFlag bool,
 		},
 	}, c.flock)
 	last := line
-	_, err = watchtools.UntilWithSync(ctx, lw, &v1alpha1.Flock{}, nil, func(e watch.Event) (bool, error) {
+	// Gone between the read above and the watch's list: no event would come.
+	gone := func(store cache.Store) (bool, error) {
+		if _, exists, err := store.GetByKey(c.namespace + "/" + name); err != nil || !exists {
+			return false, fmt.Errorf("Flock %s was deleted", name)
+		}
+		return false, nil
+	}
+	_, err = watchtools.UntilWithSync(ctx, lw, &v1alpha1.Flock{}, gone, func(e watch.Event) (bool, error) {
 		switch e.Type {
 		case watch.Deleted:
 			return false, fmt.Errorf("Flock %s was deleted", name)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -130,6 +131,21 @@ func TestRolloutStatusWatches(t *testing.T) {
 	err := rolloutStatus(context.Background(), c, "web", true, 200*time.Millisecond, &once)
 	if err == nil || !strings.Contains(err.Error(), "timed out after 200ms") || !strings.Contains(err.Error(), "1 of 2 members to be Ready") {
 		t.Errorf("with a timeout: %v", err)
+	}
+
+	// A Flock deleted while its rollout is followed ends the wait.
+	go func() { done <- rolloutStatus(context.Background(), c, "web", true, time.Minute, io.Discard) }()
+	time.Sleep(100 * time.Millisecond)
+	if err := fc.FlockV1alpha1().Flocks("ns").Delete(context.Background(), "web", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || err.Error() != "Flock web was deleted" {
+			t.Errorf("after the Flock was deleted: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("rollout status did not return after the Flock was deleted")
 	}
 }
 
