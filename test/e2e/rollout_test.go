@@ -94,7 +94,7 @@ func TestKubectlFlockRollout(t *testing.T) {
 	if out := run("undo", "web", "--to-revision=3"); strings.TrimSpace(out) != "flock.flock.dev/web skipped rollback (its template is already revision 3's)" {
 		t.Errorf("rollout undo to the current revision printed %q", out)
 	}
-	if out := run("undo", "web", "--to-revision=2", "--dry-run"); strings.TrimSpace(out) != "flock.flock.dev/web rolled back to revision 2 (server dry run)" {
+	if out := run("undo", "web", "--to-revision=2", "--dry-run=server"); strings.TrimSpace(out) != "flock.flock.dev/web rolled back to revision 2 (server dry run)" {
 		t.Errorf("rollout undo --dry-run printed %q", out)
 	}
 	if f, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctxFor(t), "web", metav1.GetOptions{}); err != nil || flockcontroller.Revision(&f.Spec.Template) != rev1 {

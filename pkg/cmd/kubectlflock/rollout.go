@@ -332,25 +332,31 @@ func revisionNumbered(crs []appsv1.ControllerRevision, name string, number int64
 func newRolloutUndoCommand(o *options) *cobra.Command {
 	var (
 		to     int64
-		dryRun bool
+		dryRun string
 	)
 	cmd := &cobra.Command{
 		Use:   "undo NAME",
 		Short: "Put a Flock's template back to an earlier revision",
 		Long: "Set Flock NAME's pod template to that of revision --to-revision (default: the revision before the " +
 			"latest). It is a template update like any other: checked by the server's member dry-run, rolled out " +
-			"by the update strategy, and the old revision becomes the latest. --dry-run=server sends it with dryRun.",
+			"by the update strategy, and the old revision becomes the latest. --dry-run=server has the server check it " +
+			"(its admission, the member dry-run too) without making it; --dry-run=client only says what it would do.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, name, err := o.flockClients(args[0])
 			if err != nil {
 				return err
 			}
+			switch dryRun {
+			case "none", "server", "client":
+			default:
+				return fmt.Errorf("--dry-run=%q: want none, server or client", dryRun)
+			}
 			return rolloutUndo(cmd.Context(), c, name, to, dryRun, o.streams.Out)
 		},
 	}
 	cmd.Flags().Int64Var(&to, "to-revision", 0, "the revision to go back to (0: the one before the latest)")
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only check the undo on the server (its admission, the member dry-run too)")
+	cmd.Flags().StringVar(&dryRun, "dry-run", "none", "none, server (the server checks the undo without making it) or client (print what it would do)")
 	return cmd
 }
 
@@ -366,7 +372,9 @@ func undoTarget(crs []appsv1.ControllerRevision, name string, number int64) (*ap
 	return &crs[len(crs)-2], nil
 }
 
-func rolloutUndo(ctx context.Context, c *clients, name string, number int64, dryRun bool, out io.Writer) error {
+// rolloutUndo puts name's template back to revision number (0: the one
+// before the newest); dryRun is none, server or client.
+func rolloutUndo(ctx context.Context, c *clients, name string, number int64, dryRun string, out io.Writer) error {
 	flocks := c.flock.FlockV1alpha1().Flocks(c.namespace)
 	var target int64
 	skipped := false
@@ -394,7 +402,10 @@ func rolloutUndo(ctx context.Context, c *clients, name string, number int64, dry
 		}
 		f.Spec.Template = *tmpl
 		opts := metav1.UpdateOptions{FieldManager: fieldManager}
-		if dryRun {
+		if dryRun == "client" {
+			return nil
+		}
+		if dryRun == "server" {
 			opts.DryRun = []string{metav1.DryRunAll}
 		}
 		_, err = flocks.Update(ctx, f, opts)
@@ -406,8 +417,8 @@ func rolloutUndo(ctx context.Context, c *clients, name string, number int64, dry
 	switch {
 	case skipped:
 		fmt.Fprintf(out, "flock.flock.dev/%s skipped rollback (its template is already revision %d's)\n", name, target)
-	case dryRun:
-		fmt.Fprintf(out, "flock.flock.dev/%s rolled back to revision %d (server dry run)\n", name, target)
+	case dryRun != "none":
+		fmt.Fprintf(out, "flock.flock.dev/%s rolled back to revision %d (%s dry run)\n", name, target, dryRun)
 	default:
 		fmt.Fprintf(out, "flock.flock.dev/%s rolled back to revision %d\n", name, target)
 	}

@@ -191,11 +191,19 @@ func TestRolloutHistoryAndUndo(t *testing.T) {
 	}
 
 	out.Reset()
-	if err := rolloutUndo(ctx, c, "web", 2, false, &out); err != nil || out.String() != "flock.flock.dev/web skipped rollback (its template is already revision 2's)\n" {
+	if err := rolloutUndo(ctx, c, "web", 2, "none", &out); err != nil || out.String() != "flock.flock.dev/web skipped rollback (its template is already revision 2's)\n" {
 		t.Errorf("undo to the current revision: %q, %v", out.String(), err)
 	}
 	out.Reset()
-	if err := rolloutUndo(ctx, c, "web", 0, false, &out); err != nil || out.String() != "flock.flock.dev/web rolled back to revision 1\n" {
+	// A client dry run sends nothing.
+	if err := rolloutUndo(ctx, c, "web", 0, "client", &out); err != nil || out.String() != "flock.flock.dev/web rolled back to revision 1 (client dry run)\n" {
+		t.Fatalf("undo --dry-run=client: %q, %v", out.String(), err)
+	}
+	if got, _ := fc.FlockV1alpha1().Flocks("ns").Get(ctx, "web", metav1.GetOptions{}); got.Spec.Template.Spec.Containers[0].Image != "app:2" {
+		t.Fatal("undo --dry-run=client changed the Flock")
+	}
+	out.Reset()
+	if err := rolloutUndo(ctx, c, "web", 0, "none", &out); err != nil || out.String() != "flock.flock.dev/web rolled back to revision 1\n" {
 		t.Fatalf("undo: %q, %v", out.String(), err)
 	}
 	got, err := fc.FlockV1alpha1().Flocks("ns").Get(ctx, "web", metav1.GetOptions{})
@@ -214,7 +222,7 @@ func TestRolloutUndoWithoutAnEarlierRevision(t *testing.T) {
 	f := &v1alpha1.Flock{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "uid-web"}}
 	c := &clients{flock: flockfake.NewSimpleClientset(f), kube: kubefake.NewClientset(revisionOf(f, "app:1", 1, "")), namespace: "ns"}
 	var out bytes.Buffer
-	if err := rolloutUndo(context.Background(), c, "web", 0, false, &out); err == nil || !strings.Contains(err.Error(), "no earlier revision") {
+	if err := rolloutUndo(context.Background(), c, "web", 0, "none", &out); err == nil || !strings.Contains(err.Error(), "no earlier revision") {
 		t.Errorf("undo of a Flock with one revision: %v", err)
 	}
 }
