@@ -356,7 +356,8 @@ func newRolloutUndoCommand(o *options) *cobra.Command {
 		},
 	}
 	cmd.Flags().Int64Var(&to, "to-revision", 0, "the revision to go back to (0: the one before the latest)")
-	cmd.Flags().StringVar(&dryRun, "dry-run", "none", "none, server (the server checks the undo without making it) or client (print what it would do)")
+	cmd.Flags().StringVar(&dryRun, "dry-run", "none", "none, server (the server checks the undo without making it; a bare --dry-run) or client (print what it would do)")
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = "server"
 	return cmd
 }
 

@@ -241,3 +241,16 @@ func TestRestartPatch(t *testing.T) {
 		t.Errorf("patch %s sets %s to %q", data, restartedAtAnnotation, got)
 	}
 }
+
+// --dry-run takes none, server or client as kubectl's; bare, it is server.
+func TestRolloutUndoDryRunFlag(t *testing.T) {
+	for args, want := range map[string]string{"": "none", "--dry-run": "server", "--dry-run=client": "client", "--dry-run=server": "server"} {
+		cmd := newRolloutUndoCommand(&options{})
+		if err := cmd.ParseFlags(strings.Fields(args)); err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		if got := cmd.Flags().Lookup("dry-run").Value.String(); got != want {
+			t.Errorf("%q: --dry-run is %q, want %q", args, got, want)
+		}
+	}
+}
