@@ -343,14 +343,14 @@ func newRolloutUndoCommand(o *options) *cobra.Command {
 			"(its admission, the member dry-run too) without making it; --dry-run=client only says what it would do.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, name, err := o.flockClients(args[0])
-			if err != nil {
-				return err
-			}
 			switch dryRun {
 			case "none", "server", "client":
 			default:
 				return fmt.Errorf("--dry-run=%q: want none, server or client", dryRun)
+			}
+			c, name, err := o.flockClients(args[0])
+			if err != nil {
+				return err
 			}
 			return rolloutUndo(cmd.Context(), c, name, to, dryRun, o.streams.Out)
 		},

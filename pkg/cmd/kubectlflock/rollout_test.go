@@ -253,4 +253,10 @@ func TestRolloutUndoDryRunFlag(t *testing.T) {
 			t.Errorf("%q: --dry-run is %q, want %q", args, got, want)
 		}
 	}
+	cmd := newRolloutUndoCommand(&options{})
+	cmd.SetArgs([]string{"web", "--dry-run=yes"})
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	if err := cmd.Execute(); err == nil || err.Error() != `--dry-run="yes": want none, server or client` {
+		t.Errorf("--dry-run=yes: %v", err)
+	}
 }
