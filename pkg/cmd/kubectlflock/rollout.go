@@ -21,6 +21,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -118,7 +119,7 @@ func rolloutState(f *v1alpha1.Flock) (string, bool, error) {
 		replicas = *f.Spec.Replicas
 	}
 	blocked := ""
-	if c := meta(f.Status.Conditions, v1alpha1.FlockMembersBlocked); c != nil && c.Status == metav1.ConditionTrue {
+	if c := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.FlockMembersBlocked); c != nil && c.Status == metav1.ConditionTrue {
 		blocked = fmt.Sprintf(" (%s: %s)", c.Reason, c.Message)
 	}
 	if f.Status.ObservedGeneration < f.Generation {
@@ -127,11 +128,14 @@ func rolloutState(f *v1alpha1.Flock) (string, bool, error) {
 	// A rollout whose new pods never became Ready stops until the template
 	// changes: an error, as kubectl gives for a Deployment past its
 	// progress deadline.
-	if c := meta(f.Status.Conditions, v1alpha1.FlockProgressing); c != nil && c.Status == metav1.ConditionFalse && c.Reason == flockcontroller.ReasonRolloutHalted {
+	if c := meta.FindStatusCondition(f.Status.Conditions, v1alpha1.FlockProgressing); c != nil && c.Status == metav1.ConditionFalse && c.Reason == flockcontroller.ReasonRolloutHalted {
 		return "", false, fmt.Errorf("rollout of Flock %s halted: %s", f.Name, c.Message)
 	}
 	if f.Status.ReadyReplicas < replicas {
 		return fmt.Sprintf("Waiting for %d of %d members to be Ready...%s", replicas-f.Status.ReadyReplicas, replicas, blocked), false, nil
+	}
+	if f.Status.Replicas > replicas {
+		return fmt.Sprintf("Waiting for the scale down: %d members, %d wanted...%s", f.Status.Replicas, replicas, blocked), false, nil
 	}
 	var partition int32
 	if ru := strategy.RollingUpdate; ru != nil && ru.Partition != nil {
@@ -150,15 +154,6 @@ func rolloutState(f *v1alpha1.Flock) (string, bool, error) {
 			f.Status.UpdatedReplicas, replicas, f.Status.UpdateRevision, blocked), false, nil
 	}
 	return fmt.Sprintf("rolling update complete: %d members at revision %s", replicas, f.Status.UpdateRevision), true, nil
-}
-
-func meta(conds []metav1.Condition, typ string) *metav1.Condition {
-	for i := range conds {
-		if conds[i].Type == typ {
-			return &conds[i]
-		}
-	}
-	return nil
 }
 
 // rolloutStatus prints name's rollout state; with watchFlag it follows the

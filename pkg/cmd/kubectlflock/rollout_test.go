@@ -40,7 +40,7 @@ func TestRolloutState(t *testing.T) {
 	flock := func(mutate func(f *v1alpha1.Flock)) *v1alpha1.Flock {
 		f := &v1alpha1.Flock{ObjectMeta: metav1.ObjectMeta{Name: "web", Generation: 2}}
 		f.Spec.Replicas = ptr.To[int32](3)
-		f.Status = v1alpha1.FlockStatus{ObservedGeneration: 2, ReadyReplicas: 3, UpdatedReplicas: 3, CurrentReplicas: 3,
+		f.Status = v1alpha1.FlockStatus{ObservedGeneration: 2, Replicas: 3, ReadyReplicas: 3, UpdatedReplicas: 3, CurrentReplicas: 3,
 			CurrentRevision: "new", UpdateRevision: "new"}
 		mutate(f)
 		return f
@@ -58,6 +58,8 @@ func TestRolloutState(t *testing.T) {
 			f.Status.ReadyReplicas = 1
 			f.Status.Conditions = []metav1.Condition{{Type: v1alpha1.FlockMembersBlocked, Status: metav1.ConditionTrue, Reason: "ImagePullBackOff", Message: "member 2: no image"}}
 		}), "Waiting for 2 of 3 members to be Ready... (ImagePullBackOff: member 2: no image)", false},
+		{"scaling down", flock(func(f *v1alpha1.Flock) { f.Status.Replicas = 4 }),
+			"Waiting for the scale down: 4 members, 3 wanted...", false},
 		{"members on the old revision", flock(func(f *v1alpha1.Flock) {
 			f.Status.CurrentRevision, f.Status.UpdatedReplicas = "old", 1
 		}), "Waiting for the rolling update: 1 of 3 members at revision new...", false},
