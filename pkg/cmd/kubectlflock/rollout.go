@@ -7,6 +7,7 @@
 package kubectlflock
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -225,8 +226,8 @@ func rolloutStatus(ctx context.Context, c *clients, name string, watchFlag bool,
 	return err
 }
 
-// revisions returns the ControllerRevisions of f (labelled with its name and
-// controlled by it), oldest revision number first.
+// revisions returns the ControllerRevisions of f (labelled with its name,
+// controlled by it, not being deleted), oldest revision number first.
 func revisions(ctx context.Context, c *clients, f *v1alpha1.Flock) ([]appsv1.ControllerRevision, error) {
 	list, err := c.kube.AppsV1().ControllerRevisions(f.Namespace).List(ctx, metav1.ListOptions{
 		LabelSelector: labels.SelectorFromSet(labels.Set{v1alpha1.LabelFlockName: f.Name}).String(),
@@ -236,9 +237,9 @@ func revisions(ctx context.Context, c *clients, f *v1alpha1.Flock) ([]appsv1.Con
 	}
 	own := slices.DeleteFunc(list.Items, func(cr appsv1.ControllerRevision) bool {
 		ref := metav1.GetControllerOfNoCopy(&cr)
-		return ref == nil || ref.UID != f.UID
+		return ref == nil || ref.UID != f.UID || cr.DeletionTimestamp != nil
 	})
-	slices.SortFunc(own, func(a, b appsv1.ControllerRevision) int { return int(a.Revision - b.Revision) })
+	slices.SortFunc(own, func(a, b appsv1.ControllerRevision) int { return cmp.Compare(a.Revision, b.Revision) })
 	return own, nil
 }
 
