@@ -40,14 +40,7 @@ func TestHorizontalPodAutoscaler(t *testing.T) {
 		kubectl(t, k, "autoscale", "fl/big", "-n", ns, "--min=4", "--max=5")
 
 		eventually(t, hpaWait, "the autoscaler raises Flock web to its minimum", func(ctx context.Context) error {
-			f, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, "web", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if got := ptr.Deref(f.Spec.Replicas, 0); got != 2 {
-				return fmt.Errorf("spec.replicas %d, want 2", got)
-			}
-			return nil
+			return specReplicas(ctx, ns, "web", 2)
 		})
 		eventually(t, hpaWait, "the autoscaler of web reports the rescale", func(ctx context.Context) error {
 			h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "web", metav1.GetOptions{})
@@ -70,12 +63,8 @@ func TestHorizontalPodAutoscaler(t *testing.T) {
 		kubectl(t, k, "scale", "fl/web", "-n", ns, "--replicas=3")
 		kubectl(t, k, "patch", "hpa/web", "-n", ns, "--type=merge", "-p", `{"spec":{"maxReplicas":2}}`)
 		eventually(t, hpaWait, "the autoscaler lowers Flock web to its new maximum", func(ctx context.Context) error {
-			f, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, "web", metav1.GetOptions{})
-			if err != nil {
+			if err := specReplicas(ctx, ns, "web", 2); err != nil {
 				return err
-			}
-			if got := ptr.Deref(f.Spec.Replicas, 0); got != 2 {
-				return fmt.Errorf("spec.replicas %d, want 2", got)
 			}
 			h, err := env.Kube.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "web", metav1.GetOptions{})
 			if err != nil {
@@ -113,6 +102,18 @@ func TestHorizontalPodAutoscaler(t *testing.T) {
 			t.Errorf("Flock big after a refused scale: spec.replicas %d, generation %d; want 1 and 1", got, f.Generation)
 		}
 	})
+}
+
+// specReplicas returns nil once Flock name's spec.replicas is want.
+func specReplicas(ctx context.Context, ns, name string, want int32) error {
+	f, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if got := ptr.Deref(f.Spec.Replicas, 0); got != want {
+		return fmt.Errorf("spec.replicas %d, want %d", got, want)
+	}
+	return nil
 }
 
 func hpaCondition(h *autoscalingv2.HorizontalPodAutoscaler, typ autoscalingv2.HorizontalPodAutoscalerConditionType) *autoscalingv2.HorizontalPodAutoscalerCondition {
