@@ -288,9 +288,12 @@ type fakeRevisionControl struct {
 	nextUID   int
 	// beforeCreate, when set, runs at the start of CreateRevision.
 	beforeCreate func(cr *appsv1.ControllerRevision)
+	// writes counts the writes asked for (every op here is one).
+	writes int
 }
 
 func (c *fakeRevisionControl) fail(op string) error {
+	c.writes++
 	if inj := c.failures[op]; inj != nil && inj.times > 0 {
 		inj.times--
 		return inj.err
@@ -859,6 +862,27 @@ func (f *fixture) settle(name string) {
 		}
 	}
 	f.t.Fatalf("flock %s did not settle in 50 rounds", name)
+}
+
+// writes counts, by kind, the writes the controller has asked for so far,
+// failed ones too: pods and Services, revisions, member data (volumes and
+// claims) and Flocks (their status). snapshot does not see a write that
+// changes nothing; this does.
+func (f *fixture) writes() map[string]int {
+	w := map[string]int{"revisions": f.history.writes, "data": len(f.data.ops)}
+	for op, n := range f.members.calls {
+		if !strings.HasPrefix(op, "Get") && !strings.HasPrefix(op, "List") {
+			w[op] += n
+		}
+	}
+	for _, a := range f.flockClient.Actions() {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+		default:
+			w["flocks "+a.GetVerb()+" "+a.GetSubresource()]++
+		}
+	}
+	return w
 }
 
 // snapshot is a string that changes when any pod, Service or Flock status

@@ -3,8 +3,10 @@ package flock
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -215,6 +217,28 @@ func TestRandomOperations(t *testing.T) {
 			}
 			if !converged {
 				t.Fatal("did not converge after healing")
+			}
+			// Converged, the controller writes nothing: one more sync of
+			// every Flock, with nothing changed in the world, asks for no
+			// write of any kind and records no event (an idle Flock costs
+			// its cluster nothing).
+			before := f.writes()
+			f.events()
+			for _, name := range flockNames {
+				f.mustSync(name)
+			}
+			if ev := f.events(); len(ev) > 0 {
+				t.Errorf("a sync of converged Flocks recorded events: %q", ev)
+			}
+			if after := f.writes(); !maps.Equal(before, after) {
+				var wrote []string
+				for kind, n := range after {
+					if n != before[kind] {
+						wrote = append(wrote, fmt.Sprintf("%s: %d", kind, n-before[kind]))
+					}
+				}
+				slices.Sort(wrote)
+				t.Errorf("a sync of converged Flocks wrote: %s", strings.Join(wrote, "; "))
 			}
 			for _, name := range flockNames {
 				fl := f.getFlock(name)
