@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // idleWindow is how long a converged Flock is watched for writes: longer
@@ -76,65 +78,38 @@ func TestLifecycleIdleFlockWritesNothingAcrossARestart(t *testing.T) {
 // controller (or a controller following it) could write, and the Flock's
 // volumes, as sorted "kind name resourceVersion" lines.
 func idleFingerprint(ctx context.Context, ns string) ([]string, error) {
+	all, core := metav1.ListOptions{}, env.Kube.CoreV1()
+	lists := []struct {
+		kind string
+		list func() (runtime.Object, error)
+	}{
+		{"flock", func() (runtime.Object, error) { return env.Flock.FlockV1alpha1().Flocks(ns).List(ctx, all) }},
+		{"pod", func() (runtime.Object, error) { return core.Pods(ns).List(ctx, all) }},
+		{"claim", func() (runtime.Object, error) { return core.PersistentVolumeClaims(ns).List(ctx, all) }},
+		{"volume", func() (runtime.Object, error) {
+			return core.PersistentVolumes().List(ctx, metav1.ListOptions{LabelSelector: "flock.dev/namespace=" + ns})
+		}},
+		{"service", func() (runtime.Object, error) { return core.Services(ns).List(ctx, all) }},
+		{"event", func() (runtime.Object, error) { return core.Events(ns).List(ctx, all) }},
+		{"poddisruptionbudget", func() (runtime.Object, error) { return env.Kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, all) }},
+		{"controllerrevision", func() (runtime.Object, error) { return env.Kube.AppsV1().ControllerRevisions(ns).List(ctx, all) }},
+	}
 	var out []string
-	add := func(kind, name, rv string) { out = append(out, kind+" "+name+" "+rv) }
-	flocks, err := env.Flock.FlockV1alpha1().Flocks(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range flocks.Items {
-		add("flock", o.Name, o.ResourceVersion)
-	}
-	opts := metav1.ListOptions{}
-	core := env.Kube.CoreV1()
-	pods, err := core.Pods(ns).List(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range pods.Items {
-		add("pod", o.Name, o.ResourceVersion)
-	}
-	claims, err := core.PersistentVolumeClaims(ns).List(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range claims.Items {
-		add("claim", o.Name, o.ResourceVersion)
-	}
-	volumes, err := core.PersistentVolumes().List(ctx, metav1.ListOptions{LabelSelector: "flock.dev/namespace=" + ns})
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range volumes.Items {
-		add("volume", o.Name, o.ResourceVersion)
-	}
-	services, err := core.Services(ns).List(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range services.Items {
-		add("service", o.Name, o.ResourceVersion)
-	}
-	events, err := core.Events(ns).List(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range events.Items {
-		add("event", o.Name, o.ResourceVersion)
-	}
-	budgets, err := env.Kube.PolicyV1().PodDisruptionBudgets(ns).List(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range budgets.Items {
-		add("poddisruptionbudget", o.Name, o.ResourceVersion)
-	}
-	revisions, err := env.Kube.AppsV1().ControllerRevisions(ns).List(ctx, opts)
-	if err != nil {
-		return nil, err
-	}
-	for _, o := range revisions.Items {
-		add("controllerrevision", o.Name, o.ResourceVersion)
+	for _, l := range lists {
+		list, err := l.list()
+		if err != nil {
+			return nil, fmt.Errorf("list %ss: %w", l.kind, err)
+		}
+		if err := meta.EachListItem(list, func(o runtime.Object) error {
+			m, err := meta.Accessor(o)
+			if err != nil {
+				return err
+			}
+			out = append(out, l.kind+" "+m.GetName()+" "+m.GetResourceVersion())
+			return nil
+		}); err != nil {
+			return nil, err
+		}
 	}
 	slices.Sort(out)
 	return out, nil
