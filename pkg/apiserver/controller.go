@@ -154,7 +154,7 @@ func newEmbeddedController(ctx context.Context, cfg ControllerConfig, coreConfig
 	if err != nil {
 		return nil, err
 	}
-	budgets, err := flockcontroller.NewDisruptionBudgetController(ctx, kubeClient,
+	budgets, err := flockcontroller.NewDisruptionBudgetController(ctx, kubeClient, flockClient,
 		flockFactory.Flock().V1alpha1().Flocks(), kubeFactory.Policy().V1().PodDisruptionBudgets(), namespaces, recorder)
 	if err != nil {
 		return nil, err

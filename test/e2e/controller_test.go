@@ -215,7 +215,8 @@ func TestControllerMembers(t *testing.T) {
 }
 
 // Parallel creates every member at once; `kubectl delete --cascade=orphan`
-// removes the Flock and leaves its pods and Service, released.
+// removes the Flock and leaves its pods, Service and PodDisruptionBudget,
+// released; a new Flock of the same name adopts them all.
 func TestControllerParallelAndOrphan(t *testing.T) {
 	ns := newNamespace(t)
 	const name = "p"
@@ -278,10 +279,58 @@ func TestControllerParallelAndOrphan(t *testing.T) {
 	if svc.DeletionTimestamp != nil || len(svc.OwnerReferences) != 0 {
 		t.Errorf("Service: deleting %v, ownerReferences %v; want kept and released", svc.DeletionTimestamp != nil, svc.OwnerReferences)
 	}
-	// The orphans are this test's to remove.
-	if err := env.Kube.CoreV1().Pods(ns).DeleteCollection(ctxFor(t), metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Error(err)
+	pdb, err := env.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctxFor(t), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("PodDisruptionBudget after an orphaning delete: %v", err)
 	}
+	if pdb.DeletionTimestamp != nil || len(pdb.OwnerReferences) != 0 {
+		t.Errorf("PodDisruptionBudget: deleting %v, ownerReferences %v; want kept and released", pdb.DeletionTimestamp != nil, pdb.OwnerReferences)
+	}
+
+	// A new Flock of the same name adopts what the old one left, as a
+	// StatefulSet does its orphans: the same pods (not restarted), the
+	// Service and the budget, each then controlled by the new Flock.
+	again := newFlock(name, ns, 3)
+	again.Spec.PodManagementPolicy = flockv1alpha1.ParallelPodManagement
+	again.Spec.Template.Annotations = map[string]string{cluster.StartDelayAnnotation: "3s"}
+	createFlock(t, again)
+	waitFlockAvailable(t, ns, name)
+	uid := getFlock(t, ns, name).UID
+	eventually(t, ctlMemberTimeout, "the orphans adopted by the new Flock", func(ctx context.Context) error {
+		owned := func(kind, name string, refs []metav1.OwnerReference) error {
+			if len(refs) != 1 || refs[0].UID != uid || refs[0].Controller == nil || !*refs[0].Controller {
+				return fmt.Errorf("%s %s: ownerReferences %v, want the new Flock (uid %s) as controller", kind, name, refs, uid)
+			}
+			return nil
+		}
+		kept := ctlMemberPods(t, ns, name)
+		if len(kept) != 3 {
+			return fmt.Errorf("pods %v, want the 3 orphans", ctlPodNames(kept))
+		}
+		for i, p := range kept {
+			if p.UID != pods[i].UID {
+				return fmt.Errorf("pod %s: uid %s, want the orphan's %s (adopted, not replaced)", p.Name, p.UID, pods[i].UID)
+			}
+			if err := owned("pod", p.Name, p.OwnerReferences); err != nil {
+				return err
+			}
+		}
+		svc, err := env.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := owned("Service", name, svc.OwnerReferences); err != nil {
+			return err
+		}
+		budget, err := env.Kube.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if budget.UID != pdb.UID {
+			return fmt.Errorf("PodDisruptionBudget: uid %s, want the orphan's %s", budget.UID, pdb.UID)
+		}
+		return owned("PodDisruptionBudget", name, budget.OwnerReferences)
+	})
 }
 
 // ctlCheckMemberPod checks what makes pod member ordinal of f on node: labels,

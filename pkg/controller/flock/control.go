@@ -258,19 +258,23 @@ func (fc *defaultFlockControl) Sync(ctx context.Context, f *v1alpha1.Flock, pods
 // live read that the Flock still exists with the same UID and is not being
 // deleted (the cache may be behind; see kubernetes/kubernetes#42639).
 func (fc *defaultFlockControl) canAdopt(f *v1alpha1.Flock) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		fresh, err := fc.flockClient.FlockV1alpha1().Flocks(f.Namespace).Get(ctx, f.Name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if fresh.UID != f.UID {
-			return fmt.Errorf("flock %s/%s is gone: got uid %s, want %s", f.Namespace, f.Name, fresh.UID, f.UID)
-		}
-		if fresh.DeletionTimestamp != nil {
-			return fmt.Errorf("flock %s/%s is being deleted", f.Namespace, f.Name)
-		}
-		return nil
+	return func(ctx context.Context) error { return mayAdopt(ctx, fc.flockClient, f) }
+}
+
+// mayAdopt is the live read before an adoption: nil when Flock f still
+// exists with the same UID and is not being deleted.
+func mayAdopt(ctx context.Context, flockClient versioned.Interface, f *v1alpha1.Flock) error {
+	fresh, err := flockClient.FlockV1alpha1().Flocks(f.Namespace).Get(ctx, f.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
 	}
+	if fresh.UID != f.UID {
+		return fmt.Errorf("flock %s/%s is gone: got uid %s, want %s", f.Namespace, f.Name, fresh.UID, f.UID)
+	}
+	if fresh.DeletionTimestamp != nil {
+		return fmt.Errorf("flock %s/%s is being deleted", f.Namespace, f.Name)
+	}
+	return nil
 }
 
 // NewDefaultFlockControl returns the FlockControl of the controller.

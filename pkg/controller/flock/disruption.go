@@ -31,6 +31,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
+	"flock.dev/flock/pkg/generated/clientset/versioned"
 	flockinformers "flock.dev/flock/pkg/generated/informers/externalversions/flock/v1alpha1"
 	flocklisters "flock.dev/flock/pkg/generated/listers/flock/v1alpha1"
 )
@@ -69,7 +70,9 @@ func NewPodDisruptionBudget(f *v1alpha1.Flock) *policyv1.PodDisruptionBudget {
 
 // DisruptionBudgetController keeps every Flock's PodDisruptionBudget.
 type DisruptionBudgetController struct {
-	kubeClient  kubernetes.Interface
+	kubeClient kubernetes.Interface
+	// flockClient makes the live read before a budget is adopted.
+	flockClient versioned.Interface
 	flockLister flocklisters.FlockLister
 	pdbLister   policylisters.PodDisruptionBudgetLister
 	// namespaceLister shows the namespaces being deleted, in which no
@@ -82,13 +85,15 @@ type DisruptionBudgetController struct {
 
 // NewDisruptionBudgetController returns the controller; start the informers
 // after it, then call Run. namespaceInformer tells the namespaces being
-// deleted: no budget is made in one.
-func NewDisruptionBudgetController(ctx context.Context, kubeClient kubernetes.Interface,
+// deleted: no budget is made in one. flockClient reads a Flock live before
+// its orphaned budget is adopted.
+func NewDisruptionBudgetController(ctx context.Context, kubeClient kubernetes.Interface, flockClient versioned.Interface,
 	flockInformer flockinformers.FlockInformer, pdbInformer policyinformers.PodDisruptionBudgetInformer,
 	namespaceInformer coreinformers.NamespaceInformer, recorder record.EventRecorder) (*DisruptionBudgetController, error) {
 	logger := klog.FromContext(ctx)
 	c := &DisruptionBudgetController{
 		kubeClient:      kubeClient,
+		flockClient:     flockClient,
 		flockLister:     flockInformer.Lister(),
 		pdbLister:       pdbInformer.Lister(),
 		namespaceLister: namespaceInformer.Lister(),
@@ -159,7 +164,11 @@ func (c *DisruptionBudgetController) Run(ctx context.Context, workers int) {
 
 // sync makes the budget of Flock key what NewPodDisruptionBudget says,
 // from the Flock's first member pod on (then kept, at minAvailable 0 when
-// scaled to zero). A budget of that name the Flock does not control is never
+// scaled to zero). An orphaned budget of that name that was made for a Flock
+// of that name (labelled flock.dev/name=<flock>; one a `kubectl delete
+// --cascade=orphan` left) is adopted, as the members and the headless
+// Service are, after a live read has confirmed the Flock is not being
+// deleted. Any other budget of that name the Flock does not control is never
 // modified (a Warning event says so); a deleted Flock's budget goes with it
 // through the garbage collector.
 func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error {
@@ -211,6 +220,19 @@ func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error
 		return err
 	}
 	ref := metav1.GetControllerOfNoCopy(have)
+	if ref == nil && want != nil && have.Labels[v1alpha1.LabelFlockName] == f.Name && have.DeletionTimestamp == nil {
+		if err := mayAdopt(ctx, c.flockClient, f); err != nil {
+			return fmt.Errorf("cannot adopt PodDisruptionBudget %s/%s: %w", ns, name, err)
+		}
+		adopted, err := c.kubeClient.PolicyV1().PodDisruptionBudgets(ns).Patch(ctx, name, types.StrategicMergePatchType,
+			adoptPatch(f, have.UID), metav1.PatchOptions{FieldManager: FieldManager})
+		if err != nil {
+			return fmt.Errorf("adopt PodDisruptionBudget %s/%s: %w", ns, name, err)
+		}
+		logger.V(2).Info("Adopted orphaned PodDisruptionBudget", "flock", klog.KObj(f))
+		c.recorder.Eventf(flockRef(f), corev1.EventTypeNormal, "AdoptedDisruptionBudget", "adopted orphaned PodDisruptionBudget %s", name)
+		have, ref = adopted, metav1.GetControllerOfNoCopy(adopted)
+	}
 	if ref == nil || ref.UID != f.UID {
 		if want != nil {
 			c.recorder.Eventf(flockRef(f), corev1.EventTypeWarning, "DisruptionBudgetConflict",

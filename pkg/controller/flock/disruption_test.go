@@ -220,12 +220,19 @@ func newBudgetController(ctx context.Context, t *testing.T, kubeClient *k8sfake.
 // the indexer of its namespace cache.
 func newBudgetControllerWithNamespaces(ctx context.Context, t *testing.T, kubeClient *k8sfake.Clientset) (c *DisruptionBudgetController, flocks, budgets, namespaces cache.Indexer, recorder *record.FakeRecorder) {
 	t.Helper()
-	flockInformer := flockinformers.NewSharedInformerFactory(flockfake.NewSimpleClientset(), 0).Flock().V1alpha1().Flocks()
+	return newBudgetControllerWithClients(ctx, t, kubeClient, flockfake.NewSimpleClientset())
+}
+
+// newBudgetControllerWithClients is newBudgetControllerWithNamespaces whose
+// live reads of Flocks (before an adoption) go to flockClient.
+func newBudgetControllerWithClients(ctx context.Context, t *testing.T, kubeClient *k8sfake.Clientset, flockClient *flockfake.Clientset) (c *DisruptionBudgetController, flocks, budgets, namespaces cache.Indexer, recorder *record.FakeRecorder) {
+	t.Helper()
+	flockInformer := flockinformers.NewSharedInformerFactory(flockClient, 0).Flock().V1alpha1().Flocks()
 	kubeFactory := informers.NewSharedInformerFactory(kubeClient, 0)
 	budgetInformer := kubeFactory.Policy().V1().PodDisruptionBudgets()
 	namespaceInformer := kubeFactory.Core().V1().Namespaces()
 	recorder = record.NewFakeRecorder(10)
-	c, err := NewDisruptionBudgetController(ctx, kubeClient, flockInformer, budgetInformer, namespaceInformer, recorder)
+	c, err := NewDisruptionBudgetController(ctx, kubeClient, flockClient, flockInformer, budgetInformer, namespaceInformer, recorder)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -262,5 +269,101 @@ func TestNoDisruptionBudgetInANamespaceBeingDeleted(t *testing.T) {
 				t.Errorf("namespace %s: budget made %v (%v), want %v", tc.phase, got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestDisruptionBudgetAdoptsItsOrphan: the budget a `kubectl delete
+// --cascade=orphan` of a Flock left (no controller, labelled with the
+// Flock's name) is adopted by a new Flock of that name, once a live read
+// shows that Flock is not being deleted, and then made what the new Flock
+// asks for. A budget of that name made by someone else (no such label), or
+// controlled by something else, is left alone with a Warning; nothing is
+// adopted for a Flock the live read shows deleting or replaced.
+func TestDisruptionBudgetAdoptsItsOrphan(t *testing.T) {
+	orphanOf := func(fl *v1alpha1.Flock) *policyv1.PodDisruptionBudget {
+		pdb := NewPodDisruptionBudget(newFlock(fl.Name, 3)) // the old Flock had 3 replicas
+		pdb.UID, pdb.OwnerReferences = "budget-uid", nil
+		return pdb
+	}
+	for _, tc := range []struct {
+		name  string
+		edit  func(pdb *policyv1.PodDisruptionBudget)
+		live  func(fl *v1alpha1.Flock) // the Flock kube-apiserver holds; nil: the cached one
+		adopt bool
+	}{
+		{name: "orphan of a Flock of this name", adopt: true},
+		{name: "made by someone else", edit: func(pdb *policyv1.PodDisruptionBudget) { pdb.Labels = map[string]string{"team": "db"} }},
+		{name: "labelled for another Flock", edit: func(pdb *policyv1.PodDisruptionBudget) { pdb.Labels[v1alpha1.LabelFlockName] = "other" }},
+		{name: "controlled by another object", edit: func(pdb *policyv1.PodDisruptionBudget) {
+			pdb.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "x", UID: "cm", Controller: ptr.To(true)}}
+		}},
+		{name: "Flock being deleted", live: func(fl *v1alpha1.Flock) { fl.DeletionTimestamp = ptr.To(metav1.Now()) }},
+		{name: "Flock replaced", live: func(fl *v1alpha1.Flock) { fl.UID = "newer" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			fl := newFlock("web", 5)
+			fl.Status.Replicas = 5
+			orphan := orphanOf(fl)
+			if tc.edit != nil {
+				tc.edit(orphan)
+			}
+			live := fl.DeepCopy()
+			if tc.live != nil {
+				tc.live(live)
+			}
+			kubeClient := k8sfake.NewClientset(orphan)
+			c, flocks, budgets, _, recorder := newBudgetControllerWithClients(ctx, t, kubeClient, flockfake.NewSimpleClientset(live))
+			if err := flocks.Add(fl); err != nil {
+				t.Fatal(err)
+			}
+			if err := budgets.Add(orphan); err != nil {
+				t.Fatal(err)
+			}
+			err := c.sync(ctx, testNamespace+"/web")
+			got, getErr := kubeClient.PolicyV1().PodDisruptionBudgets(testNamespace).Get(ctx, "web", metav1.GetOptions{})
+			if getErr != nil {
+				t.Fatal(getErr)
+			}
+			if !tc.adopt {
+				if tc.live != nil && err == nil {
+					t.Error("sync succeeded without adopting; want the failed live check reported (and retried)")
+				}
+				if !equality.Semantic.DeepEqual(got.OwnerReferences, orphan.OwnerReferences) || !equality.Semantic.DeepEqual(got.Spec, orphan.Spec) {
+					t.Errorf("budget changed to owners %v spec %+v; want it left alone", got.OwnerReferences, got.Spec)
+				}
+				if tc.live == nil {
+					if e := recordedEvent(recorder); !strings.HasPrefix(e, "Warning DisruptionBudgetConflict") {
+						t.Errorf("event %q, want a DisruptionBudgetConflict warning", e)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("sync: %v", err)
+			}
+			if !metav1.IsControlledBy(got, fl) || got.UID != orphan.UID {
+				t.Errorf("budget uid %s owners %v; want the same budget, controlled by the Flock", got.UID, got.OwnerReferences)
+			}
+			if got.Spec.MinAvailable == nil || got.Spec.MinAvailable.IntValue() != 4 {
+				t.Errorf("adopted budget's minAvailable %v, want 4 (5 replicas, one may go)", got.Spec.MinAvailable)
+			}
+			for _, want := range []string{"Normal AdoptedDisruptionBudget", "Normal SuccessfulUpdate"} {
+				if e := recordedEvent(recorder); !strings.HasPrefix(e, want) {
+					t.Errorf("event %q, want %s", e, want)
+				}
+			}
+		})
+	}
+}
+
+// recordedEvent returns the next event recorder holds, or "" when it holds
+// none (the sync has returned: no event is still to come).
+func recordedEvent(recorder *record.FakeRecorder) string {
+	select {
+	case e := <-recorder.Events:
+		return e
+	default:
+		return ""
 	}
 }

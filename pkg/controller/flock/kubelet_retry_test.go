@@ -145,7 +145,7 @@ func TestDisruptionBudgetsInALaterTerm(t *testing.T) {
 	flockClient := flockfake.NewSimpleClientset()
 	kubeFactory := informers.NewSharedInformerFactory(kubeClient, 0)
 	flockFactory := flockinformers.NewSharedInformerFactory(flockClient, 0)
-	c, err := NewDisruptionBudgetController(ctx, kubeClient, flockFactory.Flock().V1alpha1().Flocks(),
+	c, err := NewDisruptionBudgetController(ctx, kubeClient, flockClient, flockFactory.Flock().V1alpha1().Flocks(),
 		kubeFactory.Policy().V1().PodDisruptionBudgets(), kubeFactory.Core().V1().Namespaces(), record.NewFakeRecorder(100))
 	if err != nil {
 		t.Fatal(err)
