@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
@@ -216,7 +217,8 @@ func TestControllerMembers(t *testing.T) {
 
 // Parallel creates every member at once; `kubectl delete --cascade=orphan`
 // removes the Flock and leaves its pods, Service and PodDisruptionBudget,
-// released; a new Flock of the same name adopts them all.
+// released; a new Flock of the same name adopts the Service and the budget,
+// not the pods, which run on the old Flock's data.
 func TestControllerParallelAndOrphan(t *testing.T) {
 	ns := newNamespace(t)
 	const name = "p"
@@ -287,34 +289,22 @@ func TestControllerParallelAndOrphan(t *testing.T) {
 		t.Errorf("PodDisruptionBudget: deleting %v, ownerReferences %v; want kept and released", pdb.DeletionTimestamp != nil, pdb.OwnerReferences)
 	}
 
-	// A new Flock of the same name adopts what the old one left, as a
-	// StatefulSet does its orphans: the same pods (not restarted), the
-	// Service and the budget, each then controlled by the new Flock.
+	// A new Flock of the same name adopts the Service and the budget. It
+	// does not adopt the old pods: they run on the old Flock's claims
+	// (member data is keyed by the Flock's UID), so the first restart
+	// would have blocked the member. They are left alone, running, and
+	// the members say why they cannot start.
 	again := newFlock(name, ns, 3)
 	again.Spec.PodManagementPolicy = flockv1alpha1.ParallelPodManagement
-	again.Spec.Template.Annotations = map[string]string{cluster.StartDelayAnnotation: "3s"}
 	createFlock(t, again)
-	waitFlockAvailable(t, ns, name)
 	uid := getFlock(t, ns, name).UID
-	eventually(t, ctlMemberTimeout, "the orphans adopted by the new Flock", func(ctx context.Context) error {
-		owned := func(kind, name string, refs []metav1.OwnerReference) error {
-			if len(refs) != 1 || refs[0].UID != uid || refs[0].Controller == nil || !*refs[0].Controller {
-				return fmt.Errorf("%s %s: ownerReferences %v, want the new Flock (uid %s) as controller", kind, name, refs, uid)
-			}
-			return nil
+	owned := func(kind, name string, refs []metav1.OwnerReference) error {
+		if len(refs) != 1 || refs[0].UID != uid || refs[0].Controller == nil || !*refs[0].Controller {
+			return fmt.Errorf("%s %s: ownerReferences %v, want the new Flock (uid %s) as controller", kind, name, refs, uid)
 		}
-		kept := ctlMemberPods(t, ns, name)
-		if len(kept) != 3 {
-			return fmt.Errorf("pods %v, want the 3 orphans", ctlPodNames(kept))
-		}
-		for i, p := range kept {
-			if p.UID != pods[i].UID {
-				return fmt.Errorf("pod %s: uid %s, want the orphan's %s (adopted, not replaced)", p.Name, p.UID, pods[i].UID)
-			}
-			if err := owned("pod", p.Name, p.OwnerReferences); err != nil {
-				return err
-			}
-		}
+		return nil
+	}
+	eventually(t, ctlMemberTimeout, "Service and budget adopted, the old pods not", func(ctx context.Context) error {
 		svc, err := env.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -329,8 +319,55 @@ func TestControllerParallelAndOrphan(t *testing.T) {
 		if budget.UID != pdb.UID {
 			return fmt.Errorf("PodDisruptionBudget: uid %s, want the orphan's %s", budget.UID, pdb.UID)
 		}
-		return owned("PodDisruptionBudget", name, budget.OwnerReferences)
+		if err := owned("PodDisruptionBudget", name, budget.OwnerReferences); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(getFlock(t, ns, name).Status.Conditions, flockv1alpha1.FlockMembersBlocked)
+		for i := range 3 {
+			want := fmt.Sprintf("pod %s exists and is not a pod of this Flock: it uses data that is not this member's "+
+				"(PersistentVolumeClaim %s/data-%s exists and is not controlled by this Flock)", ctlMemberPodName(name, i), ns, ctlMemberPodName(name, i))
+			if c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, want) {
+				return fmt.Errorf("MembersBlocked %+v, want it to say %q", c, want)
+			}
+		}
+		return nil
 	})
+	kept := ctlMemberPods(t, ns, name)
+	if len(kept) != 3 {
+		t.Fatalf("pods %v, want the 3 orphans kept", ctlPodNames(kept))
+	}
+	for i, p := range kept {
+		if p.UID != pods[i].UID || p.DeletionTimestamp != nil || len(p.OwnerReferences) != 0 {
+			t.Errorf("pod %s: uid %s (was %s), deleting %v, ownerReferences %v; want the orphan, left alone",
+				p.Name, p.UID, pods[i].UID, p.DeletionTimestamp != nil, p.OwnerReferences)
+		}
+	}
+
+	// Once the old pods and claims are gone, the members start on data of
+	// the new Flock's own.
+	ctx := ctxFor(t)
+	if err := env.Kube.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Kube.CoreV1().PersistentVolumeClaims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFlockAvailable(t, ns, name)
+	for i, p := range ctlMemberPods(t, ns, name) {
+		claim, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data-"+p.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("claim of %s: %v", p.Name, err)
+		}
+		if err := owned("pod", p.Name, p.OwnerReferences); err != nil {
+			t.Error(err)
+		}
+		if err := owned("PersistentVolumeClaim", claim.Name, claim.OwnerReferences); err != nil {
+			t.Error(err)
+		}
+		if want := fmt.Sprintf("flock-%s-%d", uid, i); claim.Spec.VolumeName != want {
+			t.Errorf("claim %s: volume %s, want the new Flock's %s", claim.Name, claim.Spec.VolumeName, want)
+		}
+	}
 }
 
 // ctlCheckMemberPod checks what makes pod member ordinal of f on node: labels,

@@ -12,13 +12,19 @@ import (
 
 // adoptionCandidate reports whether pod, which the Flock does not control,
 // may become one of its members: it is named <flock>-<n> with n a current
-// (below replicas) or recorded ordinal, and its data volume is exactly the
-// one the member's pod gets. Any other pod is ignored: never recorded,
-// adopted or deleted.
+// (below replicas) or recorded ordinal, its data volume is exactly the one
+// the member's pod gets, and the claim that volume names, if it exists, is
+// the member's (controlled by the Flock; not an earlier Flock's of the same
+// name, whose data a new Flock never takes: member data is keyed by the
+// Flock's UID). Any other pod is ignored: never recorded, adopted or
+// deleted.
 func adoptionCandidate(s *snapshot, pod *corev1.Pod) bool {
 	f := s.flock
 	ord, ok := ParseOrdinal(f.Name, pod.Name)
 	if !ok {
+		return false
+	}
+	if _, foreign := s.foreignData[ord]; foreign {
 		return false
 	}
 	m, recorded := s.members[ord]

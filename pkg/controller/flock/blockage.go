@@ -154,8 +154,12 @@ func blockedMembers(s *snapshot, losses map[int32]nodeLoss) map[int32]blockage {
 		if pod == nil {
 			name := PodName(f.Name, ord)
 			if s.nameTaken[ord] {
-				blocked[ord] = blockage{ReasonPodNameTaken, fmt.Sprintf(
-					"member %d cannot start: pod %s exists and is not a pod of this Flock on node %s; delete it to let the member start", ord, name, m.Node)}
+				msg := fmt.Sprintf("member %d cannot start: pod %s exists and is not a pod of this Flock on node %s; delete it to let the member start", ord, name, m.Node)
+				if why, ok := s.foreignData[ord]; ok {
+					msg = fmt.Sprintf("member %d cannot start: pod %s exists and is not a pod of this Flock: it uses data that is not this member's (%s); "+
+						"delete the pod and the claim to let the member start with fresh data on node %s", ord, name, why, m.Node)
+				}
+				blocked[ord] = blockage{ReasonPodNameTaken, msg}
 				continue
 			}
 		}

@@ -841,6 +841,70 @@ func TestAdoption(t *testing.T) {
 	}
 }
 
+// TestOrphanOnAnEarlierFlocksDataIsNotAdopted: after `kubectl delete
+// --cascade=orphan` and a new Flock of the same name, the old pods still
+// mount the old Flock's claims (orphaned too, bound to volumes keyed by the
+// old UID). The new Flock does not adopt such a pod: it could never make the
+// member's next pod on that data, so the first restart or rollout would
+// block the member. The pod is left alone, the member is blocked with a
+// message naming the claim, and once the pod and claim are gone it starts
+// on fresh data of its own. An orphan whose claim is the Flock's is adopted.
+func TestOrphanOnAnEarlierFlocksDataIsNotAdopted(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b")
+	fl := newFlock("pg", 2)
+	fl.UID = "new-uid"
+	old := newFlock("pg", 2)
+	old.UID = "old-uid"
+	for ord, node := range []string{"n-a", "n-b"} {
+		p := NewMemberPod(old, v1alpha1.FlockMember{Ordinal: int32(ord), Node: node}, Revision(&old.Spec.Template))
+		p.OwnerReferences = nil
+		p.UID = types.UID("orphan-" + p.Name)
+		p.Spec.NodeName = node
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+		f.addPod(p)
+	}
+	// pg-0's claim is the old Flock's, released by the orphaning delete;
+	// pg-1's claim is the new Flock's own (made for it, and this pod of
+	// the same name came to use it).
+	oldClaim := NewMemberClaim(old, 0, PersistentVolumeName(old.UID, 0))
+	oldClaim.OwnerReferences, oldClaim.UID = nil, "old-claim"
+	f.data.claims[testNamespace+"/"+oldClaim.Name] = oldClaim
+	ownClaim := NewMemberClaim(fl, 1, PersistentVolumeName(fl.UID, 1))
+	ownClaim.UID = "own-claim"
+	f.data.claims[testNamespace+"/"+ownClaim.Name] = ownClaim
+
+	f.createFlock(fl)
+	f.mustSync("pg")
+	if p := f.pod("pg-0"); p == nil || p.UID != "orphan-pg-0" || len(p.OwnerReferences) != 0 || p.DeletionTimestamp != nil {
+		t.Fatalf("pg-0 on an earlier Flock's data: %+v; want it left alone", p)
+	}
+	if p := f.pod("pg-1"); p == nil || p.UID != "orphan-pg-1" || !isControlledBy(p, fl) {
+		t.Fatalf("pg-1 on the Flock's own claim: %+v; want it adopted", p)
+	}
+	c := f.condition("pg", v1alpha1.FlockMembersBlocked)
+	if c.Reason != ReasonPodNameTaken || !strings.Contains(c.Message, "member 0 cannot start: pod pg-0 exists and is not a pod of this Flock: it uses data that is not this member's") ||
+		!strings.Contains(c.Message, "PersistentVolumeClaim "+testNamespace+"/data-pg-0 exists and is not controlled by this Flock") {
+		t.Fatalf("MembersBlocked = %+v", c)
+	}
+	if claim := f.data.claims[testNamespace+"/data-pg-0"]; claim.UID != "old-claim" || len(claim.OwnerReferences) != 0 {
+		t.Fatalf("the earlier Flock's claim changed: %+v", claim.ObjectMeta)
+	}
+
+	// The user deletes the old pod and its claim: member 0 starts on a
+	// claim and volume of the new Flock's own.
+	f.deletePod("pg-0")
+	delete(f.data.claims, testNamespace+"/data-pg-0")
+	f.settle("pg")
+	if p := f.pod("pg-0"); p == nil || !isControlledBy(p, fl) || !isRunningAndReady(p) {
+		t.Fatalf("pg-0 after the old pod and claim went: %+v", p)
+	}
+	claim := f.data.claims[testNamespace+"/data-pg-0"]
+	if claim == nil || !isControlledBy(claim, fl) || claim.Spec.VolumeName != PersistentVolumeName(fl.UID, 0) {
+		t.Fatalf("member 0's claim: %+v; want the new Flock's, for volume %s", claim, PersistentVolumeName(fl.UID, 0))
+	}
+}
+
 func TestOrphanOnTakenNodeIsNotAdopted(t *testing.T) {
 	f := newFixture(t, "n-a", "n-b")
 	fl := newFlock("pg", 2)

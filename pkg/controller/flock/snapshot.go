@@ -55,6 +55,13 @@ type snapshot struct {
 	// member is recorded on it) has been lost; Ready nodes are absent.
 	lostSince map[string]time.Time
 
+	// foreignData says, for the ordinal of each orphan among candidates
+	// whose member claim exists and is not the Flock's (an earlier Flock's
+	// of the same name, left by an orphaning delete), why it is not: such
+	// an orphan runs on data that is not its member's, so it is no
+	// adoption candidate.
+	foreignData map[int32]string
+
 	// nameTaken are ordinals below replicas without a pod of the Flock
 	// whose pod name is taken by a pod the Flock does not control (set by
 	// adopted).

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"flock.dev/flock/pkg/apis/flock/v1alpha1"
@@ -45,6 +46,7 @@ func (fc *defaultFlockControl) takeSnapshot(ctx context.Context, f *v1alpha1.Flo
 			s.lostSince[m.Node] = since
 		}
 	}
+	s.foreignData = fc.foreignData(f, pods)
 	s.volumes = map[int32]*corev1.PersistentVolume{}
 	if !usesClaimTemplate(f) {
 		for ord := range replicasOf(f) {
@@ -85,6 +87,34 @@ func (fc *defaultFlockControl) takeSnapshot(ctx context.Context, f *v1alpha1.Flo
 		return usage
 	}}
 	return s, nil
+}
+
+// foreignData reads, for each orphan among pods named like a member, the
+// member's claim: when it exists and is not the Flock's, the orphan runs on
+// data that is not its member's (snapshot.foreignData). Orphans are rare, so
+// this costs a sync nothing in the common case.
+func (fc *defaultFlockControl) foreignData(f *v1alpha1.Flock, pods []*corev1.Pod) map[int32]string {
+	var out map[int32]string
+	for _, pod := range pods {
+		if metav1.GetControllerOfNoCopy(pod) != nil {
+			continue
+		}
+		ord, ok := ParseOrdinal(f.Name, pod.Name)
+		if !ok {
+			continue
+		}
+		claim, err := fc.data.data.GetClaim(f.Namespace, ClaimName(f, ord))
+		if err != nil {
+			continue
+		}
+		if why := claimConflict(f, ord, claim); why != "" {
+			if out == nil {
+				out = map[int32]string{}
+			}
+			out[ord] = why
+		}
+	}
+	return out
 }
 
 // adopted returns a copy of s with the pods the Flock owns after adoption
