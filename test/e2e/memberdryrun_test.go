@@ -18,9 +18,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	flockv1alpha1 "flock.dev/flock/pkg/apis/flock/v1alpha1"
 	"flock.dev/flock/test/cluster"
 )
 
@@ -206,6 +208,64 @@ func TestMemberDryRunClusterRules(t *testing.T) {
 		}
 		ctlDeleteFlock(t, ns, "quota", false)
 	})
+}
+
+// The dry-run at admission checks one member pod against ResourceQuota, not
+// replicas of them: a Flock of 3 in a namespace whose quota allows 2 pods is
+// stored, and its third pod is refused when the controller creates it.
+// MembersBlocked then says which member and why (reason FailedCreate, the
+// quota's own message), as a ReplicaSet's ReplicaFailure condition does;
+// once the quota allows it, a retry creates the pod and the Flock becomes
+// Available.
+func TestRefusedMemberPodBlocksItsMember(t *testing.T) {
+	ns := newNamespace(t)
+	quota := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "pods", Namespace: ns},
+		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("2")}},
+	}
+	if _, err := env.Kube.CoreV1().ResourceQuotas(ns).Create(ctxFor(t), quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Quota admission needs the quota controller's first status.
+	eventually(t, 30*time.Second, "quota status", func(ctx context.Context) error {
+		q, err := env.Kube.CoreV1().ResourceQuotas(ns).Get(ctx, "pods", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(q.Status.Hard) == 0 {
+			return fmt.Errorf("no status.hard yet")
+		}
+		return nil
+	})
+	// OrderedReady (the default): q-0 and q-1 take the quota, q-2 is
+	// refused.
+	createFlock(t, newFlock("q", ns, 3))
+	want := `member 2 cannot start: creating pod q-2 on node `
+	wantQuota := `was refused: pods "q-2" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=2, limited: pods=2`
+	eventually(t, 90*time.Second, "the refused member blocked, with the quota's message", func(ctx context.Context) error {
+		got, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, "q", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, flockv1alpha1.FlockMembersBlocked)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "FailedCreate" || !strings.Contains(c.Message, want) || !strings.Contains(c.Message, wantQuota) {
+			return fmt.Errorf("MembersBlocked %+v, want reason FailedCreate and %q ... %q", c, want, wantQuota)
+		}
+		if got.Status.ReadyReplicas != 2 {
+			return fmt.Errorf("readyReplicas %d, want the 2 the quota allows", got.Status.ReadyReplicas)
+		}
+		return nil
+	})
+	quota.Spec.Hard[corev1.ResourcePods] = resource.MustParse("3")
+	if _, err := env.Kube.CoreV1().ResourceQuotas(ns).Update(ctxFor(t), quota, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The controller retries the create with its back-off; no event of
+	// the quota's brings it sooner.
+	got := waitFlockAvailable(t, ns, "q")
+	if c := meta.FindStatusCondition(got.Status.Conditions, flockv1alpha1.FlockMembersBlocked); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("MembersBlocked %+v once every pod was created", c)
+	}
 }
 
 // flock.dev/name in the selector or in the template labels is refused (422)

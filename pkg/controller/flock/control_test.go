@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -1101,6 +1102,51 @@ func TestFlockDeletedDuringItsSync(t *testing.T) {
 		if got := flockGone(tc.err, other); got != tc.want {
 			t.Errorf("%s: flockGone(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestRefusedPodBlocksItsMember: when kube-apiserver refuses a member's pod
+// for good (quota, Pod Security, an admission policy: 403, 422, 400),
+// MembersBlocked says which member and why, as a ReplicaSet's
+// ReplicaFailure condition does, until a retry creates the pod. A failure
+// that a retry may get past (503) blocks nothing.
+func TestRefusedPodBlocksItsMember(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		err   error
+		block string
+	}{
+		{"quota", apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "pg-1", errors.New("exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2")),
+			`member 1 cannot start: creating pod pg-1 on node n-b was refused: pods "pg-1" is forbidden: exceeded quota: q, requested: pods=1, used: pods=2, limited: pods=2`},
+		{"invalid", apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "pg-1", field.ErrorList{field.Forbidden(field.NewPath("spec"), "by policy")}),
+			`member 1 cannot start: creating pod pg-1 on node n-b was refused: Pod "pg-1" is invalid: spec: Forbidden: by policy`},
+		{"unavailable", apierrors.NewServiceUnavailable("busy"), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, "n-a", "n-b")
+			f.createFlock(newFlock("pg", 2))
+			f.settle("pg")
+			f.deletePod("pg-1")
+			f.members.failNext("CreatePod", 1, tc.err)
+			if err := f.sync("pg"); err == nil {
+				t.Fatal("no error from a failing create")
+			}
+			c := f.condition("pg", v1alpha1.FlockMembersBlocked)
+			if tc.block == "" {
+				if c.Status != metav1.ConditionFalse {
+					t.Errorf("MembersBlocked = %+v after a failure a retry may get past", c)
+				}
+			} else if c.Status != metav1.ConditionTrue || c.Reason != ReasonFailedCreate || c.Message != tc.block {
+				t.Errorf("MembersBlocked = %+v, want reason %s and message %q", c, ReasonFailedCreate, tc.block)
+			}
+			f.settle("pg")
+			if f.pod("pg-1") == nil {
+				t.Fatal("pg-1 not created on retry")
+			}
+			if c := f.condition("pg", v1alpha1.FlockMembersBlocked); c.Status != metav1.ConditionFalse {
+				t.Errorf("MembersBlocked = %+v once the pod was created", c)
+			}
+		})
 	}
 }
 

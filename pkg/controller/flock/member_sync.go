@@ -354,10 +354,19 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord 
 			return memberOutcome{wait: true, changed: true, err: data.runAfter(ctx, nil)}
 		case err != nil:
 			fc.created.forget(key)
+			out := memberOutcome{wait: true, changed: true, err: data.runAfter(ctx, fmt.Errorf("creating pod %s/%s: %w", f.Namespace, name, err))}
 			if failureToTell(ctx, err, f) {
 				fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create Pod %s for member %d on node %s failed: %v", name, ord, m.Node, err)
+				if refusedByCluster(err) {
+					// The cluster's own rules (quota, Pod Security, an
+					// admission policy or webhook, a LimitRange) refuse
+					// the pod: the member is blocked until they let it
+					// be, and status says why, as a ReplicaSet's
+					// ReplicaFailure condition does.
+					out.blocked = &blockage{ReasonFailedCreate, fmt.Sprintf("member %d cannot start: creating pod %s on node %s was refused: %v", ord, name, m.Node, err)}
+				}
 			}
-			return memberOutcome{wait: true, changed: true, err: data.runAfter(ctx, fmt.Errorf("creating pod %s/%s: %w", f.Namespace, name, err))}
+			return out
 		}
 		klog.FromContext(ctx).V(2).Info("Created member pod", "pod", klog.KRef(f.Namespace, name), "node", m.Node, "revision", a.revision)
 		fc.event(f, corev1.EventTypeNormal, "SuccessfulCreate", "created Pod %s for member %d on node %s (revision %s)", name, ord, m.Node, a.revision)
@@ -375,4 +384,12 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord 
 		}
 	}
 	return memberOutcome{wait: a.wait}
+}
+
+// refusedByCluster reports whether err is kube-apiserver refusing a create
+// for good (403 Forbidden, 422 Invalid, 400 BadRequest), as quota, Pod
+// Security, admission policies, webhooks and LimitRanges do, rather than a
+// failure that a retry may get past (unavailable, timeout, conflict).
+func refusedByCluster(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
 }

@@ -52,6 +52,7 @@ const (
 	ReasonNodeTainted        = "NodeTainted"
 	ReasonUnschedulable      = "Unschedulable"
 	ReasonPodNameTaken       = "PodNameTaken"
+	ReasonFailedCreate       = "FailedCreate"
 	ReasonUnplaceable        = "Unplaceable"
 	ReasonServiceReady       = "ServiceReady"
 	ReasonServiceNotOwned    = "ServiceNotOwned"
