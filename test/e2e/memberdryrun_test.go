@@ -218,44 +218,12 @@ func TestMemberDryRunClusterRules(t *testing.T) {
 // once the quota allows it, a retry creates the pod and the Flock becomes
 // Available.
 func TestRefusedMemberPodBlocksItsMember(t *testing.T) {
-	ns := newNamespace(t)
-	quota := &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: "pods", Namespace: ns},
-		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourcePods: resource.MustParse("2")}},
-	}
-	if _, err := env.Kube.CoreV1().ResourceQuotas(ns).Create(ctxFor(t), quota, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// Quota admission needs the quota controller's first status.
-	eventually(t, 30*time.Second, "quota status", func(ctx context.Context) error {
-		q, err := env.Kube.CoreV1().ResourceQuotas(ns).Get(ctx, "pods", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if len(q.Status.Hard) == 0 {
-			return fmt.Errorf("no status.hard yet")
-		}
-		return nil
-	})
 	// OrderedReady (the default): q-0 and q-1 take the quota, q-2 is
 	// refused.
+	ns, quota := quotaNamespace(t, corev1.ResourceList{corev1.ResourcePods: resource.MustParse("2")})
 	createFlock(t, newFlock("q", ns, 3))
-	want := `member 2 cannot start: creating pod q-2 on node `
-	wantQuota := `was refused: pods "q-2" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=2, limited: pods=2`
-	eventually(t, 90*time.Second, "the refused member blocked, with the quota's message", func(ctx context.Context) error {
-		got, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, "q", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		c := meta.FindStatusCondition(got.Status.Conditions, flockv1alpha1.FlockMembersBlocked)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "FailedCreate" || !strings.Contains(c.Message, want) || !strings.Contains(c.Message, wantQuota) {
-			return fmt.Errorf("MembersBlocked %+v, want reason FailedCreate and %q ... %q", c, want, wantQuota)
-		}
-		if got.Status.ReadyReplicas != 2 {
-			return fmt.Errorf("readyReplicas %d, want the 2 the quota allows", got.Status.ReadyReplicas)
-		}
-		return nil
-	})
+	waitRefusedMember(t, ns, "q", 2, `member 2 cannot start: creating pod q-2 on node `,
+		`was refused: pods "q-2" is forbidden: exceeded quota: quota, requested: pods=1, used: pods=2, limited: pods=2`)
 	quota.Spec.Hard[corev1.ResourcePods] = resource.MustParse("3")
 	if _, err := env.Kube.CoreV1().ResourceQuotas(ns).Update(ctxFor(t), quota, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
@@ -266,6 +234,57 @@ func TestRefusedMemberPodBlocksItsMember(t *testing.T) {
 	if c := meta.FindStatusCondition(got.Status.Conditions, flockv1alpha1.FlockMembersBlocked); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("MembersBlocked %+v once every pod was created", c)
 	}
+
+	// The same for a member's claim: a quota of one claim lets member 0
+	// have its data, and refuses member 1's claim.
+	ns, _ = quotaNamespace(t, corev1.ResourceList{corev1.ResourcePersistentVolumeClaims: resource.MustParse("1")})
+	createFlock(t, newFlock("c", ns, 2))
+	waitRefusedMember(t, ns, "c", 1, `member 1 cannot start: creating claim data-c-1 was refused: persistentvolumeclaims "data-c-1" is forbidden: `+
+		`exceeded quota: quota, requested: persistentvolumeclaims=1, used: persistentvolumeclaims=1, limited: persistentvolumeclaims=1`, "")
+}
+
+// quotaNamespace returns a new namespace with a ResourceQuota "quota" of
+// hard, once kube-controller-manager has given the quota its first status
+// (quota admission needs it), and the quota.
+func quotaNamespace(t *testing.T, hard corev1.ResourceList) (string, *corev1.ResourceQuota) {
+	t.Helper()
+	ns := newNamespace(t)
+	quota := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "quota", Namespace: ns}, Spec: corev1.ResourceQuotaSpec{Hard: hard}}
+	if _, err := env.Kube.CoreV1().ResourceQuotas(ns).Create(ctxFor(t), quota, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "quota status", func(ctx context.Context) error {
+		q, err := env.Kube.CoreV1().ResourceQuotas(ns).Get(ctx, "quota", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if len(q.Status.Hard) == 0 {
+			return fmt.Errorf("no status.hard yet")
+		}
+		return nil
+	})
+	return ns, quota
+}
+
+// waitRefusedMember waits until Flock ns/name has ready members up to the
+// refused one, and MembersBlocked says, with reason FailedCreate, that it is
+// refused: its message holds want and then wantToo.
+func waitRefusedMember(t *testing.T, ns, name string, refused int32, want, wantToo string) {
+	t.Helper()
+	eventually(t, 90*time.Second, "the refused member blocked, with the cluster's message", func(ctx context.Context) error {
+		got, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, flockv1alpha1.FlockMembersBlocked)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "FailedCreate" || !strings.Contains(c.Message, want) || !strings.Contains(c.Message, wantToo) {
+			return fmt.Errorf("MembersBlocked %+v, want reason FailedCreate and %q ... %q", c, want, wantToo)
+		}
+		if got.Status.ReadyReplicas != refused {
+			return fmt.Errorf("readyReplicas %d, want the %d before the refused member", got.Status.ReadyReplicas, refused)
+		}
+		return nil
+	})
 }
 
 // flock.dev/name in the selector or in the template labels is refused (422)

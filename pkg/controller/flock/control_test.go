@@ -1150,6 +1150,31 @@ func TestRefusedPodBlocksItsMember(t *testing.T) {
 	}
 }
 
+// TestRefusedClaimBlocksItsMember: a member claim that the cluster refuses
+// (a quota on claims or storage) blocks its member with the cluster's
+// message, until a retry creates it.
+func TestRefusedClaimBlocksItsMember(t *testing.T) {
+	f := newFixture(t, "n-a")
+	f.createFlock(newFlock("pg", 1))
+	f.data.failCreateClaim = apierrors.NewForbidden(schema.GroupResource{Resource: "persistentvolumeclaims"}, "data-pg-0",
+		errors.New("exceeded quota: q, requested: persistentvolumeclaims=1, used: persistentvolumeclaims=0, limited: persistentvolumeclaims=0"))
+	if err := f.sync("pg"); err == nil {
+		t.Fatal("no error from a refused claim")
+	}
+	want := `member 0 cannot start: creating claim data-pg-0 was refused: persistentvolumeclaims "data-pg-0" is forbidden: exceeded quota: q, ` +
+		`requested: persistentvolumeclaims=1, used: persistentvolumeclaims=0, limited: persistentvolumeclaims=0`
+	if c := f.condition("pg", v1alpha1.FlockMembersBlocked); c.Status != metav1.ConditionTrue || c.Reason != ReasonFailedCreate || c.Message != want {
+		t.Errorf("MembersBlocked = %+v, want reason %s and message %q", c, ReasonFailedCreate, want)
+	}
+	f.settle("pg")
+	if p := f.pod("pg-0"); p == nil || !isRunningAndReady(p) {
+		t.Fatalf("pg-0 after the retry: %+v", p)
+	}
+	if c := f.condition("pg", v1alpha1.FlockMembersBlocked); c.Status != metav1.ConditionFalse {
+		t.Errorf("MembersBlocked = %+v once the claim was made", c)
+	}
+}
+
 func TestInjectedErrors(t *testing.T) {
 	f := newFixture(t, "n-a", "n-b", "n-c")
 	f.createFlock(newFlock("pg", 3))

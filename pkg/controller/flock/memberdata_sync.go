@@ -365,7 +365,12 @@ func (d *dataSyncer) ensureClaim(ctx context.Context, f *v1alpha1.Flock, ord int
 			if failureToTell(ctx, err, f) {
 				d.event(f, corev1.EventTypeWarning, "FailedCreate", "create PersistentVolumeClaim %s for member %d failed: %v", name, ord, err)
 			}
-			return waiting(volume, "", "creating claim %s failed", name), nil, fmt.Errorf("creating claim %s/%s: %w", f.Namespace, name, err)
+			st := waiting(volume, "", "creating claim %s failed", name)
+			if refusedByCluster(err) && failureToTell(ctx, err, f) {
+				// A quota on claims or storage, or a policy, refuses it.
+				st.blocked = &blockage{ReasonFailedCreate, fmt.Sprintf("member %d cannot start: creating claim %s was refused: %v", ord, name, err)}
+			}
+			return st, nil, fmt.Errorf("creating claim %s/%s: %w", f.Namespace, name, err)
 		}
 		if err == nil {
 			klog.FromContext(ctx).V(2).Info("Created member claim", "claim", klog.KRef(f.Namespace, name), "volume", volume)

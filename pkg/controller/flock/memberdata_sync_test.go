@@ -57,6 +57,8 @@ type fakeDataControl struct {
 	// beforeCreateClaim, when set, runs at the start of CreateClaim,
 	// outside mu.
 	beforeCreateClaim func()
+	// failCreateClaim, when set, is the error of the next CreateClaim.
+	failCreateClaim error
 }
 
 func newFakeDataControl() *fakeDataControl {
@@ -223,6 +225,10 @@ func (c *fakeDataControl) CreateClaim(_ context.Context, claim *corev1.Persisten
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.failCreateClaim; err != nil {
+		c.failCreateClaim = nil
+		return nil, err
+	}
 	key := claim.Namespace + "/" + claim.Name
 	if _, ok := c.claims[key]; ok {
 		return nil, apierrors.NewAlreadyExists(pvcResource, claim.Name)
