@@ -187,17 +187,7 @@ func TestMemberDryRunClusterRules(t *testing.T) {
 		if _, err := env.Kube.CoreV1().ResourceQuotas(ns).Create(ctxFor(t), quota, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		// Quota admission needs the quota controller's first status.
-		eventually(t, 30*time.Second, "quota status", func(ctx context.Context) error {
-			q, err := env.Kube.CoreV1().ResourceQuotas(ns).Get(ctx, "tight", metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if len(q.Status.Hard) == 0 {
-				return fmt.Errorf("no status.hard yet")
-			}
-			return nil
-		})
+		waitQuotaStatus(t, ns, "tight")
 		res = kubectlFails(t, k, dryRunManifest("quota", ns, "", "        resources:\n          requests: {cpu: 200m}\n"), "apply", "-f", "-")
 		expectStderr(t, res, "(Forbidden)", `pods "quota-0" is forbidden: exceeded quota: tight, requested: requests.cpu=200m, used: requests.cpu=0, limited: requests.cpu=100m`)
 		expectNotStored(t, ns, "quota")
@@ -253,8 +243,16 @@ func quotaNamespace(t *testing.T, hard corev1.ResourceList) (string, *corev1.Res
 	if _, err := env.Kube.CoreV1().ResourceQuotas(ns).Create(ctxFor(t), quota, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	waitQuotaStatus(t, ns, "quota")
+	return ns, quota
+}
+
+// waitQuotaStatus waits for ResourceQuota ns/name's first status from
+// kube-controller-manager: quota admission needs it.
+func waitQuotaStatus(t *testing.T, ns, name string) {
+	t.Helper()
 	eventually(t, 30*time.Second, "quota status", func(ctx context.Context) error {
-		q, err := env.Kube.CoreV1().ResourceQuotas(ns).Get(ctx, "quota", metav1.GetOptions{})
+		q, err := env.Kube.CoreV1().ResourceQuotas(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
@@ -263,7 +261,6 @@ func quotaNamespace(t *testing.T, hard corev1.ResourceList) (string, *corev1.Res
 		}
 		return nil
 	})
-	return ns, quota
 }
 
 // waitRefusedMember waits until Flock ns/name has ready members up to the
