@@ -233,6 +233,69 @@ func TestRefusedMemberPodBlocksItsMember(t *testing.T) {
 		`exceeded quota: quota, requested: persistentvolumeclaims=1, used: persistentvolumeclaims=1, limited: persistentvolumeclaims=1`, "")
 }
 
+// A ResourceQuota on the number of Flocks (count/flocks.flock.dev) holds as
+// it does for built-in kinds and CRDs. kube-apiserver does not enforce quota
+// on what it proxies to an aggregated server, so flock-apiserver runs
+// ResourceQuota admission itself: the Flock past the quota is refused (403)
+// with the quota's message and not stored; once a Flock is deleted and
+// kube-controller-manager has counted it gone, another may be made.
+func TestFlockCountQuota(t *testing.T) {
+	const count = corev1.ResourceName("count/flocks.flock.dev")
+	ns, quota := quotaNamespace(t, corev1.ResourceList{count: resource.MustParse("1")})
+	// kube-controller-manager counts Flocks in a quota once it has
+	// discovered flock.dev (it looks every 30 s), for a quota made after
+	// that, or at its next full resync (5 minutes); until then admission
+	// refuses, as it does for any resource whose usage is unknown. Right
+	// after the cluster came up, a quota made too early is made again.
+	made := time.Now()
+	eventually(t, 3*time.Minute, "the quota counting Flocks", func(ctx context.Context) error {
+		q, err := env.Kube.CoreV1().ResourceQuotas(ns).Get(ctx, "quota", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if used, ok := q.Status.Used[count]; ok && used.IsZero() {
+			return nil
+		}
+		if time.Since(made) > 15*time.Second {
+			if err := env.Kube.CoreV1().ResourceQuotas(ns).Delete(ctx, "quota", metav1.DeleteOptions{}); err != nil {
+				return err
+			}
+			if _, err := env.Kube.CoreV1().ResourceQuotas(ns).Create(ctx, quota, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			made = time.Now()
+		}
+		return fmt.Errorf("status.used %v", q.Status.Used)
+	})
+	k := env.KubectlBuilt()
+	kubectlInput(t, k, dryRunManifest("one", ns, "", ""), "apply", "-f", "-")
+	res := kubectlFails(t, k, dryRunManifest("two", ns, "", ""), "apply", "-f", "-")
+	expectStderr(t, res, "(Forbidden)", `flocks.flock.dev "two" is forbidden: exceeded quota: quota, requested: count/flocks.flock.dev=1, used: count/flocks.flock.dev=1, limited: count/flocks.flock.dev=1`)
+	expectNotStored(t, ns, "two")
+
+	kubectl(t, k, "delete", "fl", "one", "-n", ns, "--wait=true")
+	waitQuotaUsed(t, ns, count, "0")
+	kubectlInput(t, k, dryRunManifest("two", ns, "", ""), "apply", "-f", "-")
+	if _, err := env.Flock.FlockV1alpha1().Flocks(ns).Get(ctxFor(t), "two", metav1.GetOptions{}); err != nil {
+		t.Errorf("Flock two within the quota: %v", err)
+	}
+}
+
+// waitQuotaUsed waits until ResourceQuota ns/quota counts want of resource.
+func waitQuotaUsed(t *testing.T, ns string, resource corev1.ResourceName, want string) {
+	t.Helper()
+	eventually(t, 3*time.Minute, fmt.Sprintf("quota used %s=%s", resource, want), func(ctx context.Context) error {
+		q, err := env.Kube.CoreV1().ResourceQuotas(ns).Get(ctx, "quota", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if used, ok := q.Status.Used[resource]; !ok || used.String() != want {
+			return fmt.Errorf("status.used %v", q.Status.Used)
+		}
+		return nil
+	})
+}
+
 // quotaNamespace returns a new namespace with a ResourceQuota "quota" of
 // hard, once kube-controller-manager has given the quota its first status
 // (quota admission needs it), and the quota.

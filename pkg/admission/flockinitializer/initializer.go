@@ -1,11 +1,14 @@
 // Package flockinitializer hands flock-apiserver's admission plugins the
 // informer factories they read from: the core cluster's (nodes) and the Flock
 // API's own (flocks, through the loopback client); and the client of the
-// identity that creates member pods.
+// identity that creates member pods; and ResourceQuota's quota
+// configuration.
 package flockinitializer
 
 import (
 	"k8s.io/apiserver/pkg/admission"
+	genericinitializer "k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/quota/v1/generic"
 	kubeinformers "k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
@@ -69,5 +72,11 @@ func (i *Initializer) Initialize(plugin admission.Interface) {
 	}
 	if wants, ok := plugin.(WantsMemberPodClient); ok && i.memberPods != nil {
 		wants.SetMemberPodClient(i.memberPods)
+	}
+	if wants, ok := plugin.(genericinitializer.WantsQuotaConfiguration); ok {
+		// No evaluator of its own: ResourceQuota admission counts an
+		// object of any resource it has no evaluator for, which is what
+		// count/flocks.flock.dev asks for.
+		wants.SetQuotaConfiguration(generic.NewConfiguration(nil, nil))
 	}
 }

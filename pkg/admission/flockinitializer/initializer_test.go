@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"k8s.io/apiserver/pkg/admission"
+	genericinitializer "k8s.io/apiserver/pkg/admission/initializer"
+	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	kubeinformers "k8s.io/client-go/informers"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 
@@ -54,4 +56,23 @@ func TestInitialize(t *testing.T) {
 
 	// Plugins that want nothing are left alone.
 	flockinitializer.New(kube, flocks).Initialize(wantsNothing{})
+}
+
+// TestResourceQuotaIsConfigured: k8s.io/apiserver's ResourceQuota plugin,
+// initialized as flock-apiserver initializes its plugins (the generic
+// initializer, then this one), has everything it needs: its client, informer
+// and drained notification from the generic one, its quota configuration
+// from this one. Without that configuration it refuses to start.
+func TestResourceQuotaIsConfigured(t *testing.T) {
+	client := kubefake.NewClientset()
+	kube := kubeinformers.NewSharedInformerFactory(client, 0)
+	plugins := admission.NewPlugins()
+	resourcequota.Register(plugins)
+	generic := genericinitializer.New(client, nil, kube, nil, nil, nil, t.Context().Done(), nil)
+	if _, err := plugins.InitPlugin(resourcequota.PluginName, nil, admission.PluginInitializers{generic}); err == nil {
+		t.Fatal("ResourceQuota started without a quota configuration")
+	}
+	if _, err := plugins.InitPlugin(resourcequota.PluginName, nil, admission.PluginInitializers{generic, flockinitializer.New(kube, nil)}); err != nil {
+		t.Fatalf("ResourceQuota: %v", err)
+	}
 }

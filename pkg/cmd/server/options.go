@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apiserver/pkg/admission/plugin/resourcequota"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	cliflag "k8s.io/component-base/cli/flag"
 	componentbaseconfig "k8s.io/component-base/config"
@@ -181,10 +182,16 @@ func NewOptions() *Options {
 	capacity.Register(o.RecommendedOptions.Admission.Plugins)
 	storageclass.Register(o.RecommendedOptions.Admission.Plugins)
 	memberdryrun.Register(o.RecommendedOptions.Admission.Plugins)
-	// The dry-run goes last: a Flock refused for its own reasons costs no
-	// request to kube-apiserver.
+	resourcequota.Register(o.RecommendedOptions.Admission.Plugins)
+	// The dry-run goes after the Flock's own checks: a Flock refused for
+	// its own reasons costs no request to kube-apiserver. ResourceQuota
+	// goes last, as in kube-apiserver: it charges the namespace's quotas
+	// (count/flocks.flock.dev) for what every other plugin let through.
+	// kube-apiserver does not enforce quota on what it proxies to an
+	// aggregated server, so without it a tenant could make any number of
+	// Flocks past a quota on them.
 	o.RecommendedOptions.Admission.RecommendedPluginOrder = append(o.RecommendedOptions.Admission.RecommendedPluginOrder,
-		capacity.PluginName, storageclass.PluginName, memberdryrun.PluginName)
+		capacity.PluginName, storageclass.PluginName, memberdryrun.PluginName, resourcequota.PluginName)
 	// Flocks are stored as protobuf, as kube-apiserver stores the built-in
 	// kinds: --storage-media-type picks the encoding (storageCodec).
 	o.RecommendedOptions.Etcd.DefaultStorageMediaType = runtime.ContentTypeProtobuf
