@@ -357,14 +357,7 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord 
 			out := memberOutcome{wait: true, changed: true, err: data.runAfter(ctx, fmt.Errorf("creating pod %s/%s: %w", f.Namespace, name, err))}
 			if failureToTell(ctx, err, f) {
 				fc.event(f, corev1.EventTypeWarning, "FailedCreate", "create Pod %s for member %d on node %s failed: %v", name, ord, m.Node, err)
-				if refusedByCluster(err) {
-					// The cluster's own rules (quota, Pod Security, an
-					// admission policy or webhook, a LimitRange) refuse
-					// the pod: the member is blocked until they let it
-					// be, and status says why, as a ReplicaSet's
-					// ReplicaFailure condition does.
-					out.blocked = &blockage{ReasonFailedCreate, fmt.Sprintf("member %d cannot start: creating pod %s on node %s was refused: %v", ord, name, m.Node, err)}
-				}
+				out.blocked = refusal(ord, fmt.Sprintf("pod %s on node %s", name, m.Node), err)
 			}
 			return out
 		}
@@ -386,10 +379,16 @@ func (fc *defaultFlockControl) syncMember(ctx context.Context, s *snapshot, ord 
 	return memberOutcome{wait: a.wait}
 }
 
-// refusedByCluster reports whether err is kube-apiserver refusing a create
-// for good (403 Forbidden, 422 Invalid, 400 BadRequest), as quota, Pod
-// Security, admission policies, webhooks and LimitRanges do, rather than a
-// failure that a retry may get past (unavailable, timeout, conflict).
-func refusedByCluster(err error) bool {
-	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
+// refusal is why member ord is blocked when kube-apiserver refused the
+// create of what it needs (what: "pod <name> on node <node>", "claim <name>")
+// for good, with 403 Forbidden, 422 Invalid or 400 BadRequest, as quota,
+// Pod Security, admission policies, webhooks and LimitRanges do: status
+// says so until they let it be, as a ReplicaSet's ReplicaFailure condition
+// does. It is nil for a failure that a retry may get past (unavailable,
+// timeout, conflict).
+func refusal(ord int32, what string, err error) *blockage {
+	if !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) && !apierrors.IsBadRequest(err) {
+		return nil
+	}
+	return &blockage{ReasonFailedCreate, fmt.Sprintf("member %d cannot start: creating %s was refused: %v", ord, what, err)}
 }

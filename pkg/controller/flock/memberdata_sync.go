@@ -362,13 +362,13 @@ func (d *dataSyncer) ensureClaim(ctx context.Context, f *v1alpha1.Flock, ord int
 	if apierrors.IsNotFound(err) {
 		created, err := d.data.CreateClaim(ctx, NewMemberClaim(f, ord, volume))
 		if err != nil && !apierrors.IsAlreadyExists(err) {
+			st := waiting(volume, "", "creating claim %s failed", name)
 			if failureToTell(ctx, err, f) {
 				d.event(f, corev1.EventTypeWarning, "FailedCreate", "create PersistentVolumeClaim %s for member %d failed: %v", name, ord, err)
-			}
-			st := waiting(volume, "", "creating claim %s failed", name)
-			if refusedByCluster(err) && failureToTell(ctx, err, f) {
-				// A quota on claims or storage, or a policy, refuses it.
-				st.blocked = &blockage{ReasonFailedCreate, fmt.Sprintf("member %d cannot start: creating claim %s was refused: %v", ord, name, err)}
+				if b := refusal(ord, "claim "+name, err); b != nil {
+					// A quota on claims or storage, or a policy.
+					st.blocked = b
+				}
 			}
 			return st, nil, fmt.Errorf("creating claim %s/%s: %w", f.Namespace, name, err)
 		}
