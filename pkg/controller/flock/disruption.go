@@ -11,6 +11,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -81,6 +83,76 @@ type DisruptionBudgetController struct {
 	recorder        record.EventRecorder
 	queue           *termQueue
 	synced          []cache.InformerSynced
+	// written holds the budgets written since the cache last showed them.
+	written budgetWrites
+	now     func() time.Time
+}
+
+// budgetWriteTTL bounds how long a write waits for the cache to show it
+// before a sync acts on the cache again (a watch gap in which the budget
+// changed twice).
+const budgetWriteTTL = time.Minute
+
+// budgetWrites remembers, by namespace/name, the cached version of a budget
+// (or that there was none) that a write of this controller was based on. While the
+// cache still shows that version, a sync would only repeat the write (a
+// second create refused AlreadyExists, a delete of a budget already gone, a
+// patch already made) and record its event a second time: the sync waits
+// for the cache instead, which the write's own watch event brings.
+type budgetWrites struct {
+	mu sync.Mutex
+	m  map[string]budgetWrite
+}
+
+type budgetWrite struct {
+	base cachedBudget
+	at   time.Time
+}
+
+// cachedBudget is what the cache showed of a budget: whether it had one,
+// and its resourceVersion.
+type cachedBudget struct {
+	exists  bool
+	version string
+}
+
+func cachedBudgetOf(pdb *policyv1.PodDisruptionBudget) cachedBudget {
+	if pdb == nil {
+		return cachedBudget{}
+	}
+	return cachedBudget{exists: true, version: pdb.ResourceVersion}
+}
+
+// wrote notes that key was written from the cached version base.
+func (w *budgetWrites) wrote(key string, base cachedBudget, now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[string]budgetWrite{}
+	}
+	for k, e := range w.m {
+		if now.Sub(e.at) > budgetWriteTTL {
+			delete(w.m, k)
+		}
+	}
+	w.m[key] = budgetWrite{base: base, at: now}
+}
+
+// behind returns how much longer a sync of key should wait for the cache,
+// which shows cached: zero once the cache has moved past the last write's
+// base or the wait is over, and the entry goes.
+func (w *budgetWrites) behind(key string, cached cachedBudget, now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.m[key]
+	if !ok {
+		return 0
+	}
+	if left := budgetWriteTTL - now.Sub(e.at); e.base == cached && left > 0 {
+		return left
+	}
+	delete(w.m, key)
+	return 0
 }
 
 // NewDisruptionBudgetController returns the controller; start the informers
@@ -99,6 +171,7 @@ func NewDisruptionBudgetController(ctx context.Context, kubeClient kubernetes.In
 		namespaceLister: namespaceInformer.Lister(),
 		recorder:        recorder,
 		queue:           newNamedTermQueue("flock-disruption-budget"),
+		now:             time.Now,
 	}
 	enqueueFlock := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -189,6 +262,20 @@ func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error
 		want = nil
 	}
 	have, err := c.pdbLister.PodDisruptionBudgets(ns).Get(name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	if err != nil {
+		have = nil
+	}
+	cachedVersion := cachedBudgetOf(have)
+	if wait := c.written.behind(key, cachedVersion, c.now()); wait > 0 {
+		// The cache has not shown this controller's last write yet: its
+		// watch event brings the Flock back (and, should it never come,
+		// the wait's end).
+		c.queue.addAfter(key, wait)
+		return nil
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		if want == nil {
@@ -207,17 +294,23 @@ func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error
 			// status and tell "NoPods" events.
 			return nil
 		}
-		if _, err := c.kubeClient.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager}); err != nil && !apierrors.IsAlreadyExists(err) {
+		_, err := c.kubeClient.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, want, metav1.CreateOptions{FieldManager: FieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			// Made since the cache was read (by this controller, or left by
+			// an orphaning delete): its watch event brings the Flock back.
+			c.written.wrote(key, cachedBudget{}, c.now())
+			return nil
+		}
+		if err != nil {
 			if failureToTell(ctx, err, f) {
 				c.recorder.Eventf(flockRef(f), corev1.EventTypeWarning, "FailedCreate", "create PodDisruptionBudget %s failed: %v", name, err)
 			}
 			return err
 		}
+		c.written.wrote(key, cachedBudget{}, c.now())
 		logger.V(2).Info("Created PodDisruptionBudget", "flock", klog.KObj(f), "minAvailable", want.Spec.MinAvailable.String())
 		c.recorder.Eventf(flockRef(f), corev1.EventTypeNormal, "SuccessfulCreate", "created PodDisruptionBudget %s (minAvailable %s)", name, want.Spec.MinAvailable.String())
 		return nil
-	case err != nil:
-		return err
 	}
 	ref := metav1.GetControllerOfNoCopy(have)
 	if ref == nil && want != nil && have.Labels[v1alpha1.LabelFlockName] == f.Name && have.DeletionTimestamp == nil {
@@ -229,6 +322,7 @@ func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error
 		if err != nil {
 			return fmt.Errorf("adopt PodDisruptionBudget %s/%s: %w", ns, name, err)
 		}
+		c.written.wrote(key, cachedVersion, c.now())
 		logger.V(2).Info("Adopted orphaned PodDisruptionBudget", "flock", klog.KObj(f))
 		c.recorder.Eventf(flockRef(f), corev1.EventTypeNormal, "AdoptedDisruptionBudget", "adopted orphaned PodDisruptionBudget %s", name)
 		have, ref = adopted, metav1.GetControllerOfNoCopy(adopted)
@@ -245,9 +339,13 @@ func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error
 			return nil // the garbage collector removes it with the Flock
 		}
 		err := c.kubeClient.PolicyV1().PodDisruptionBudgets(ns).Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &have.UID}})
-		if err != nil && !apierrors.IsNotFound(err) {
+		if apierrors.IsNotFound(err) {
+			return nil // gone since the cache was read: nothing was deleted here
+		}
+		if err != nil {
 			return err
 		}
+		c.written.wrote(key, cachedVersion, c.now())
 		logger.V(2).Info("Deleted PodDisruptionBudget", "flock", klog.KObj(f))
 		c.recorder.Eventf(flockRef(f), corev1.EventTypeNormal, "SuccessfulDelete", "deleted PodDisruptionBudget %s (disruptionBudget policy None)", name)
 		return nil
@@ -264,6 +362,7 @@ func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error
 	if _, err := c.kubeClient.PolicyV1().PodDisruptionBudgets(ns).Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
 		return fmt.Errorf("patch PodDisruptionBudget %s/%s: %w", ns, name, err)
 	}
+	c.written.wrote(key, cachedVersion, c.now())
 	logger.V(2).Info("Updated PodDisruptionBudget", "flock", klog.KObj(f), "minAvailable", want.Spec.MinAvailable.String())
 	c.recorder.Eventf(flockRef(f), corev1.EventTypeNormal, "SuccessfulUpdate", "updated PodDisruptionBudget %s (minAvailable %s)", name, want.Spec.MinAvailable.String())
 	return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -129,7 +130,23 @@ func TestDisruptionBudgetFollowsAScaleOverAStaleCache(t *testing.T) {
 		t.Errorf("event %q, want a SuccessfulUpdate naming minAvailable 4", e)
 	}
 
-	// The budget was replaced since the cache was read: not patched.
+	// Until the cache shows the patch, a sync writes nothing more.
+	writes := len(kubeClient.Actions())
+	if err := c.sync(ctx, testNamespace+"/web"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if got := kubeClient.Actions()[writes:]; len(got) != 0 {
+		t.Errorf("a sync over the cache of before the patch sent %v, want nothing", got)
+	}
+	if e := recordedEvent(recorder); e != "" {
+		t.Errorf("a sync over the cache of before the patch told %q", e)
+	}
+
+	// The budget was replaced since the cache was read, and the cache never
+	// showed the patch: once the wait for it is over, a sync acts on the
+	// cache again, and does not patch the new budget.
+	now := time.Now()
+	c.now = func() time.Time { return now.Add(budgetWriteTTL + time.Second) }
 	if err := kubeClient.PolicyV1().PodDisruptionBudgets(testNamespace).Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -365,5 +382,76 @@ func recordedEvent(recorder *record.FakeRecorder) string {
 		return e
 	default:
 		return ""
+	}
+}
+
+// TestDisruptionBudgetWrittenOnceBeforeTheCacheShowsIt: a sync right after
+// the budget's create or delete, before the cache shows it (a Flock's status
+// writes come in bursts, each one a sync), neither sends the write again
+// nor tells its event again; a budget made by someone else since the cache
+// was read (a create refused AlreadyExists) tells no SuccessfulCreate; and
+// once the cache shows the write, the next change is made.
+func TestDisruptionBudgetWrittenOnceBeforeTheCacheShowsIt(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	kubeClient := k8sfake.NewClientset()
+	c, flocks, budgets, recorder := newBudgetController(ctx, t, kubeClient)
+	key := testNamespace + "/web"
+	syncWrites := func(what string, want []string, wantEvent string) {
+		t.Helper()
+		before := len(kubeClient.Actions())
+		if err := c.sync(ctx, key); err != nil {
+			t.Fatalf("%s: sync: %v", what, err)
+		}
+		var got []string
+		for _, a := range kubeClient.Actions()[before:] {
+			got = append(got, a.GetVerb())
+		}
+		if strings.Join(got, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: the sync sent %v, want %v", what, got, want)
+		}
+		e := recordedEvent(recorder)
+		if wantEvent == "" && e != "" || !strings.Contains(e, wantEvent) {
+			t.Errorf("%s: event %q, want %q", what, e, wantEvent)
+		}
+	}
+
+	fl := newFlock("web", 3)
+	fl.Status.Replicas = 3
+	if err := flocks.Add(fl); err != nil {
+		t.Fatal(err)
+	}
+	syncWrites("first sync", []string{"create"}, "SuccessfulCreate")
+	syncWrites("a sync before the cache shows the budget", nil, "")
+
+	made, err := kubeClient.PolicyV1().PodDisruptionBudgets(testNamespace).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	made.UID, made.ResourceVersion = "budget-web", "20"
+	if err := budgets.Add(made); err != nil { // the informer delivers it
+		t.Fatal(err)
+	}
+	fl = fl.DeepCopy()
+	fl.Spec.DisruptionBudget.Policy = v1alpha1.NoDisruptionBudget
+	if err := flocks.Update(fl); err != nil {
+		t.Fatal(err)
+	}
+	syncWrites("policy None once the cache shows the budget", []string{"delete"}, "SuccessfulDelete")
+	syncWrites("a sync before the cache shows the delete", nil, "")
+
+	// Someone else's create since the cache was read: refused
+	// AlreadyExists, quietly.
+	other := k8sfake.NewClientset(NewPodDisruptionBudget(newFlock("pg", 3)))
+	c2, flocks2, _, recorder2 := newBudgetController(ctx, t, other)
+	pg := newFlock("pg", 3)
+	pg.Status.Replicas = 3
+	if err := flocks2.Add(pg); err != nil {
+		t.Fatal(err)
+	}
+	if err := c2.sync(ctx, testNamespace+"/pg"); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	if e := recordedEvent(recorder2); e != "" {
+		t.Errorf("a create refused AlreadyExists told %q", e)
 	}
 }
