@@ -26,11 +26,15 @@ func (d *dataSyncer) runHelper(ctx context.Context, f *v1alpha1.Flock, m v1alpha
 	h, err := d.pods.GetPod(d.helperNamespace, name)
 	switch {
 	case apierrors.IsNotFound(err):
-		if err := d.pods.CreatePod(ctx, NewHelperPod(f, m, job, d.helperNamespace, d.helperImage, d.dataRoot)); err != nil && !apierrors.IsAlreadyExists(err) {
+		switch err := d.pods.CreatePod(ctx, NewHelperPod(f, m, job, d.helperNamespace, d.helperImage, d.dataRoot)); {
+		case apierrors.IsAlreadyExists(err):
+			// Made by an earlier sync that the cache does not show yet.
+		case err != nil:
 			d.event(f, corev1.EventTypeWarning, "FailedCreate", "create %s helper pod %s/%s on node %s failed: %v", job, d.helperNamespace, name, m.Node, err)
 			return false, dataState{}, fmt.Errorf("creating helper pod %s/%s: %w", d.helperNamespace, name, err)
+		default:
+			klog.FromContext(ctx).V(2).Info("Created helper pod", "pod", klog.KRef(d.helperNamespace, name), "job", job, "node", m.Node)
 		}
-		klog.FromContext(ctx).V(2).Info("Created helper pod", "pod", klog.KRef(d.helperNamespace, name), "job", job, "node", m.Node)
 		if h, err = d.pods.GetPod(d.helperNamespace, name); err != nil {
 			return false, dataState{}, nil // its events bring the next sync
 		}

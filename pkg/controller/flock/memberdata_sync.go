@@ -152,13 +152,18 @@ func (d *dataSyncer) ensure(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 			return st, err
 		}
 		made := NewMemberVolume(f, m, NodeHostname(node), d.dataRoot, claim.UID)
-		if err := d.data.CreateVolume(ctx, made); err != nil && !apierrors.IsAlreadyExists(err) {
+		switch err := d.data.CreateVolume(ctx, made); {
+		case apierrors.IsAlreadyExists(err):
+			// Made by an earlier sync that the cache does not show yet:
+			// told then, not again.
+		case err != nil:
 			d.event(f, corev1.EventTypeWarning, "FailedCreate", "create PersistentVolume %s for member %d (claim %s) failed: %v", pvName, ord, claimName, err)
 			return waiting("", "", "creating PersistentVolume %s failed", pvName), fmt.Errorf("creating PersistentVolume %s: %w", pvName, err)
+		default:
+			logger.V(2).Info("Created member volume", "persistentVolume", pvName, "node", m.Node)
+			d.event(f, corev1.EventTypeNormal, "VolumeCreated", "created PersistentVolume %s for member %d on node %s (%s), bound to its claim %s",
+				pvName, ord, m.Node, MemberDataDir(d.dataRoot, f), claimName)
 		}
-		logger.V(2).Info("Created member volume", "persistentVolume", pvName, "node", m.Node)
-		d.event(f, corev1.EventTypeNormal, "VolumeCreated", "created PersistentVolume %s for member %d on node %s (%s), bound to its claim %s",
-			pvName, ord, m.Node, MemberDataDir(d.dataRoot, f), claimName)
 		// Read again: when the cache is behind, the volume's event brings
 		// the next sync; the helper that prepares the directory starts at
 		// once all the same (the volume that records the directory exists),

@@ -137,6 +137,9 @@ func (c *fakeDataControl) CreateVolume(_ context.Context, pv *corev1.PersistentV
 	if _, ok := c.volumes[pv.Name]; ok {
 		return apierrors.NewAlreadyExists(pvResource, pv.Name)
 	}
+	if _, ok := c.uncachedVolumes[pv.Name]; ok { // the server has it
+		return apierrors.NewAlreadyExists(pvResource, pv.Name)
+	}
 	pv = pv.DeepCopy()
 	pv.UID = c.uid()
 	pv.Status.Phase = corev1.VolumePending
@@ -456,6 +459,31 @@ func TestEnsureReportsAVolumeNotCachedYetAsPreparing(t *testing.T) {
 	}
 	if first.volume != PersistentVolumeName(fl.UID, 1) || first.claim != "data-pg-1" {
 		t.Errorf("volume %q, claim %q", first.volume, first.claim)
+	}
+}
+
+// A sync between the one that made a member's volume and the cache showing
+// it makes nothing and tells nothing again: the create refused
+// AlreadyExists is not a second VolumeCreated.
+func TestEnsureTellsOfAVolumeOnce(t *testing.T) {
+	d := newDataFixture(t)
+	d.data.volumesBehind = true
+	fl := uidFlock("pg", 3)
+	m := v1alpha1.FlockMember{Ordinal: 1, Node: "n-b"}
+	d.ensure(fl, m)
+	d.ensure(fl, m)
+	pvName := PersistentVolumeName(fl.UID, 1)
+	if want := []string{"create claim data-pg-1", "create pv " + pvName}; strings.Join(d.data.ops, ",") != strings.Join(want, ",") {
+		t.Errorf("data writes %v, want %v", d.data.ops, want)
+	}
+	told := 0
+	for _, e := range d.events {
+		if strings.Contains(e, "VolumeCreated") {
+			told++
+		}
+	}
+	if told != 1 {
+		t.Errorf("VolumeCreated told %d times, want once: %v", told, d.events)
 	}
 }
 
