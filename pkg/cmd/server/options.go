@@ -36,6 +36,8 @@ import (
 
 const (
 	defaultEtcdPathPrefix = "/registry/flock.dev"
+	// defaultEmbeddedEtcdClientPort is the embedded member's loopback client port.
+	defaultEmbeddedEtcdClientPort = 2479
 	// defaultCompactionInterval is --etcd-compaction-interval's default
 	// (k8s.io/apiserver's is 5m).
 	defaultCompactionInterval = time.Minute
@@ -148,7 +150,7 @@ func NewOptions() *Options {
 		),
 		EmbeddedEtcd: EmbeddedEtcdOptions{
 			DataDir:    "/var/lib/flock-apiserver/etcd",
-			ClientPort: 2479,
+			ClientPort: defaultEmbeddedEtcdClientPort,
 			PeerPort:   2480,
 			Token:      "flock-apiserver",
 			// The check is cheap (two sizes read); a defragmentation

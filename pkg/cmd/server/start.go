@@ -72,6 +72,7 @@ replicas exceed the eligible nodes, and its embedded controller creates the memb
 	}
 	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())
 	cliflag.SetUsageAndHelpFunc(cmd, fss, cols)
+	cmd.AddCommand(newBackupCommand(), newRestoreCommand())
 	return cmd
 }
 
