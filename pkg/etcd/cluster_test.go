@@ -3,7 +3,6 @@ package etcd
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -25,11 +24,7 @@ type testCluster struct {
 func newTestCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
 	dir := t.TempDir()
-	ca, err := cluster.NewCA(dir, "etcd-ca", "etcd-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := ca.IssueServerClient(dir, "etcd", "etcd", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")})
+	ca, kp, err := cluster.NewLoopbackEtcdTLS(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

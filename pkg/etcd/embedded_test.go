@@ -2,19 +2,19 @@ package etcd
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
+
+	"flock.dev/flock/test/cluster"
 )
 
 func freePort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := cluster.FreeLoopbackPort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 func startMember(t *testing.T) *Server {

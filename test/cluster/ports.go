@@ -209,3 +209,14 @@ func listenBelowEphemeral(udp bool) (net.Listener, net.PacketConn) {
 	}
 	return nil, nil
 }
+
+// FreeLoopbackPort returns a TCP port on 127.0.0.1 that was free a moment
+// ago (another process may take it before the caller listens).
+func FreeLoopbackPort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}

@@ -38,16 +38,7 @@ func TestBackupBringsADeletedFlockBackWithItsData(t *testing.T) {
 	}
 
 	ctlDeleteFlock(t, ns, name, true)
-	eventually(t, lcTimeout, "the claims collected", func(ctx context.Context) error {
-		list, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		if len(list.Items) != 0 {
-			return fmt.Errorf("%d claims left", len(list.Items))
-		}
-		return nil
-	})
+	stWaitNoClaims(t, ns)
 
 	out, err = runTool(t, time.Minute, "", nil, bin, append([]string{"restore"}, etcdFlags...)...)
 	if err != nil || !strings.Contains(out, "restored flocks/"+ns+"/"+name) || !strings.Contains(out, "1 restored, 0 left as they are") {

@@ -120,6 +120,22 @@ func stStart(t *testing.T, f *flockv1alpha1.Flock) (*flockv1alpha1.Flock, map[in
 	return got, stCheckMemberData(t, got)
 }
 
+// stWaitNoClaims waits until namespace ns holds no claim (a deleted
+// Flock's, collected by the garbage collector).
+func stWaitNoClaims(t *testing.T, ns string) {
+	t.Helper()
+	eventually(t, lcTimeout, "the claims of "+ns+" collected", func(ctx context.Context) error {
+		list, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(list.Items) != 0 {
+			return fmt.Errorf("%d claims left", len(list.Items))
+		}
+		return nil
+	})
+}
+
 // stVolume reads a PersistentVolume.
 func stVolume(ctx context.Context, name string) (*corev1.PersistentVolume, error) {
 	return env.Kube.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
@@ -391,16 +407,7 @@ func TestStorageRecreatedFlockGetsNewData(t *testing.T) {
 	const name = "x"
 	first, old := stStart(t, lcFlock(name, ns, 2))
 	ctlDeleteFlock(t, ns, name, true)
-	eventually(t, lcTimeout, "the old claims collected", func(ctx context.Context) error {
-		list, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return err
-		}
-		if len(list.Items) != 0 {
-			return fmt.Errorf("%d claims left", len(list.Items))
-		}
-		return nil
-	})
+	stWaitNoClaims(t, ns)
 
 	stCreateFlock(t, lcFlock(name, ns, 2))
 	second := waitFlockAvailable(t, ns, name)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,12 +19,11 @@ import (
 
 func freeLoopbackPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := cluster.FreeLoopbackPort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // TestBackupAndRestoreCommandsOverTLS: the commands reach an etcd member
@@ -35,11 +33,7 @@ func freeLoopbackPort(t *testing.T) int {
 // backed up.
 func TestBackupAndRestoreCommandsOverTLS(t *testing.T) {
 	dir := t.TempDir()
-	ca, err := cluster.NewCA(dir, "etcd-ca", "etcd-ca")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kp, err := ca.IssueServerClient(dir, "etcd", "etcd", []string{"localhost"}, []net.IP{net.ParseIP("127.0.0.1")})
+	ca, kp, err := cluster.NewLoopbackEtcdTLS(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
