@@ -49,7 +49,10 @@ A Flock is a set of stateful members where member i always runs on node i, with 
 stable DNS name (A and PTR records through a headless Service) and a data directory
 on that node. Flocks are stored in flock-apiserver's own etcd: an embedded member by
 default, an external cluster with --etcd-servers. The server refuses a Flock whose
-replicas exceed the eligible nodes, and its embedded controller creates the members.`,
+replicas exceed the eligible nodes, and its embedded controller creates the members.
+
+Subcommands: "flock-apiserver backup" writes the Flocks stored in the server's etcd to a
+file, UIDs included, and "flock-apiserver restore" puts them back (each has --help).`,
 		SilenceUsage: true,
 		RunE: func(c *cobra.Command, args []string) error {
 			if len(args) > 0 {
