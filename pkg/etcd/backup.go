@@ -120,9 +120,9 @@ type RestoreResult struct {
 	Restored, Present []string
 }
 
-// ReadBackup reads a whole backup from r and checks it: its format, its
+// readBackup reads a whole backup from r and checks it: its format, its
 // end line and count, and every key under the header's prefix.
-func ReadBackup(r io.Reader) (BackupHeader, []backupEntry, error) {
+func readBackup(r io.Reader) (BackupHeader, []backupEntry, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), maxBackupLine)
 	var h BackupHeader
@@ -169,7 +169,7 @@ func ReadBackup(r io.Reader) (BackupHeader, []backupEntry, error) {
 // reads its objects under its own.
 func Restore(ctx context.Context, kv clientv3.KV, prefix, namespace string, r io.Reader) (RestoreResult, error) {
 	prefix = strings.TrimSuffix(prefix, "/")
-	h, entries, err := ReadBackup(r)
+	h, entries, err := readBackup(r)
 	res := RestoreResult{Header: h}
 	if err != nil {
 		return res, err

@@ -262,11 +262,11 @@ func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error
 		want = nil
 	}
 	have, err := c.pdbLister.PodDisruptionBudgets(ns).Get(name)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return err
-	}
-	if err != nil {
+	switch {
+	case apierrors.IsNotFound(err):
 		have = nil
+	case err != nil:
+		return err
 	}
 	cachedVersion := cachedBudgetOf(have)
 	if wait := c.written.behind(key, cachedVersion, c.now()); wait > 0 {
@@ -276,8 +276,7 @@ func (c *DisruptionBudgetController) sync(ctx context.Context, key string) error
 		c.queue.addAfter(key, wait)
 		return nil
 	}
-	switch {
-	case apierrors.IsNotFound(err):
+	if have == nil {
 		if want == nil {
 			return nil
 		}
