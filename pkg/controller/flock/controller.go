@@ -81,7 +81,7 @@ func NewController(ctx context.Context, clients Clients, flockClient versioned.I
 	clients = clients.complete()
 	members := NewMemberControl(clients.Members, podInformer, serviceInformer.Lister())
 	helpers := NewMemberControl(clients.Helpers, podInformer, serviceInformer.Lister())
-	data, err := NewDataControl(clients.Data, volumeInformer, claimInformer.Lister())
+	data, err := NewDataControl(clients.Data, volumeInformer, claimInformer)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ package flock
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -48,7 +49,8 @@ type DataControl interface {
 
 	// GetClaim returns a PersistentVolumeClaim from the cache, or as this
 	// controller last wrote it while the cache still has the version that
-	// write replaced.
+	// write replaced, or as this controller created it while the cache
+	// does not show it yet.
 	GetClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error)
 	// CreateClaim creates claim and returns it as created.
 	CreateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error)
@@ -68,12 +70,23 @@ type DataControl interface {
 // NewDataControl returns the DataControl that writes through client and
 // reads through the informers' caches. It indexes the volumes by their
 // Flock's UID: start the informers after it.
-func NewDataControl(client kubernetes.Interface, volumeInformer coreinformers.PersistentVolumeInformer, claimLister corelisters.PersistentVolumeClaimLister) (DataControl, error) {
+func NewDataControl(client kubernetes.Interface, volumeInformer coreinformers.PersistentVolumeInformer, claimInformer coreinformers.PersistentVolumeClaimInformer) (DataControl, error) {
 	if err := volumeInformer.Informer().AddIndexers(cache.Indexers{volumeFlockUIDIndex: indexVolumeByFlockUID}); err != nil {
 		return nil, fmt.Errorf("adding the volume index (start the informers after NewController): %w", err)
 	}
-	return &realDataControl{client: client, volumeLister: volumeInformer.Lister(), volumeIndexer: volumeInformer.Informer().GetIndexer(),
-		claimLister: claimLister, now: time.Now}, nil
+	c := &realDataControl{client: client, volumeLister: volumeInformer.Lister(), volumeIndexer: volumeInformer.Informer().GetIndexer(),
+		claimLister: claimInformer.Lister(), now: time.Now}
+	// A created claim is read from the cache once the cache has it, and
+	// is not awaited once it is deleted.
+	seen := func(obj any) {
+		if claim, ok := unwrapDeleted[*corev1.PersistentVolumeClaim](obj); ok {
+			c.created.forget(claim.Namespace, claim.Name)
+		}
+	}
+	if _, err := claimInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, DeleteFunc: seen}); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // volumeFlockUIDIndex indexes PersistentVolumes by the LabelFlockUID
@@ -97,6 +110,9 @@ type realDataControl struct {
 	claimLister   corelisters.PersistentVolumeClaimLister
 	// claims are the claims this controller wrote, until the cache has them.
 	claims writtenClaims
+	// created are the claims this controller created, until the cache
+	// shows them.
+	created createdClaims
 	now    func() time.Time
 }
 
@@ -169,6 +185,11 @@ func (c *realDataControl) GetClaimLive(ctx context.Context, namespace, name stri
 
 func (c *realDataControl) GetClaim(namespace, name string) (*corev1.PersistentVolumeClaim, error) {
 	claim, err := c.claimLister.PersistentVolumeClaims(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		if created := c.created.get(namespace, name, c.now()); created != nil {
+			return created, nil
+		}
+	}
 	if err != nil {
 		return claim, err
 	}
@@ -176,7 +197,11 @@ func (c *realDataControl) GetClaim(namespace, name string) (*corev1.PersistentVo
 }
 
 func (c *realDataControl) CreateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
-	return c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Create(ctx, claim, metav1.CreateOptions{FieldManager: FieldManager})
+	created, err := c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Create(ctx, claim, metav1.CreateOptions{FieldManager: FieldManager})
+	if err == nil {
+		c.created.record(created, c.now())
+	}
+	return created, err
 }
 
 func (c *realDataControl) UpdateClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) (*corev1.PersistentVolumeClaim, error) {
@@ -196,6 +221,7 @@ func (c *realDataControl) UpdateClaimStatus(ctx context.Context, claim *corev1.P
 }
 
 func (c *realDataControl) DeleteClaim(ctx context.Context, claim *corev1.PersistentVolumeClaim) error {
+	c.created.forget(claim.Namespace, claim.Name)
 	uid := claim.UID
 	err := c.client.CoreV1().PersistentVolumeClaims(claim.Namespace).Delete(ctx, claim.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if apierrors.IsNotFound(err) {
@@ -225,4 +251,75 @@ func (w *writtenClaims) record(base, written *corev1.PersistentVolumeClaim, now 
 		kept, _ := TrimClaim(written.DeepCopy()) // as the informer caches it
 		return kept.(*corev1.PersistentVolumeClaim)
 	}, now)
+}
+
+// createdClaimTTL bounds how long a created claim is read from this
+// controller's memory while the cache does not show it: should the
+// informer never deliver it (a watch gap in which it came and went), the
+// cache is trusted again after that.
+const createdClaimTTL = time.Minute
+
+// createdClaims are the claims this controller created, by namespace and
+// name, until its cache shows them (or their delete). A sync right after a
+// claim's create (the member's volume, made next, brings one) read the
+// claim from a cache that did not have it yet and created it again; the
+// server refused that AlreadyExists, a request spent, and the member waited
+// for the claim's watch event (1-3 of 150 claims at 50 x 3 in session 46's
+// runs).
+type createdClaims struct {
+	mu sync.Mutex
+	m  map[string]createdClaim
+}
+
+type createdClaim struct {
+	claim *corev1.PersistentVolumeClaim
+	at    time.Time
+}
+
+// record notes claim, as the server answered its create.
+func (c *createdClaims) record(claim *corev1.PersistentVolumeClaim, now time.Time) {
+	kept, _ := TrimClaim(claim.DeepCopy()) // as the informer caches it
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = map[string]createdClaim{}
+	}
+	for k, e := range c.m {
+		if now.Sub(e.at) > createdClaimTTL {
+			delete(c.m, k)
+		}
+	}
+	c.m[claim.Namespace+"/"+claim.Name] = createdClaim{claim: kept.(*corev1.PersistentVolumeClaim), at: now}
+}
+
+// get returns the claim namespace/name as created, if it was created less
+// than createdClaimTTL ago and its cache has not shown it (read-only).
+func (c *createdClaims) get(namespace, name string, now time.Time) *corev1.PersistentVolumeClaim {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := namespace + "/" + name
+	e, ok := c.m[key]
+	if !ok {
+		return nil
+	}
+	if now.Sub(e.at) > createdClaimTTL {
+		delete(c.m, key)
+		return nil
+	}
+	return e.claim
+}
+
+// forget drops the claim namespace/name: the cache delivered it or its
+// delete, or this controller deletes it.
+func (c *createdClaims) forget(namespace, name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, namespace+"/"+name)
+}
+
+// len returns how many created claims are awaited.
+func (c *createdClaims) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.m)
 }

@@ -8,9 +8,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	clienttesting "k8s.io/client-go/testing"
@@ -116,6 +120,109 @@ func TestClaimReadAfterItsWriteIsTheWrite(t *testing.T) {
 	}
 	if got := read(); got.ResourceVersion != "10" || dc.claims.len() != 1 {
 		t.Errorf("a write older than writtenTTL: read version %s, want the cache's 10; %d claims remembered, want 1", got.ResourceVersion, dc.claims.len())
+	}
+}
+
+// A claim this controller created is read as created until its cache
+// shows it, so a sync right after the create does not create it again
+// (which the server refuses AlreadyExists); once the informer delivers it,
+// or its delete, the cache answers; a create the cache never shows is
+// trusted for createdClaimTTL.
+func TestClaimReadAfterItsCreateIsTheCreate(t *testing.T) {
+	client := fake.NewClientset()
+	rv := 0
+	client.PrependReactor("create", "persistentvolumeclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		claim := a.(clienttesting.CreateAction).GetObject().(*corev1.PersistentVolumeClaim)
+		rv++
+		claim.ResourceVersion = strconv.Itoa(rv)
+		claim.UID = types.UID("c-" + strconv.Itoa(rv))
+		claim.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: FieldManager}}
+		return false, nil, nil // the tracker stores it, as changed here
+	})
+	factory := informers.NewSharedInformerFactory(client, 0)
+	claimInformer := factory.Core().V1().PersistentVolumeClaims()
+	if err := claimInformer.Informer().SetTransform(TrimClaim); err != nil {
+		t.Fatal(err)
+	}
+	control, err := NewDataControl(client, factory.Core().V1().PersistentVolumes(), claimInformer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc := control.(*realDataControl)
+	now := time.Unix(1000, 0)
+	dc.now = func() time.Time { return now }
+	ctx, cancel := context.WithCancel(t.Context())
+	defer factory.Shutdown() // after cancel, which stops the informers
+	defer cancel()
+	newClaim := func(name string) *corev1.PersistentVolumeClaim {
+		return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Spec: corev1.PersistentVolumeClaimSpec{VolumeName: "pv-" + name}}
+	}
+
+	// The informers are not started: the cache shows nothing.
+	if _, err := dc.CreateClaim(ctx, newClaim("data-pg-0")); err != nil {
+		t.Fatal(err)
+	}
+	got, err := dc.GetClaim("ns", "data-pg-0")
+	if err != nil {
+		t.Fatalf("right after the create, with the cache behind: %v, want the claim as created", err)
+	}
+	if got.UID != "c-1" || got.Spec.VolumeName != "pv-data-pg-0" || got.ManagedFields != nil {
+		t.Errorf("read UID %s volume %s managedFields %v, want the create's (c-1, pv-data-pg-0), trimmed as the cache keeps it", got.UID, got.Spec.VolumeName, got.ManagedFields)
+	}
+	if _, err := dc.GetClaim("ns", "data-pg-9"); !apierrors.IsNotFound(err) {
+		t.Errorf("a claim never created: %v, want NotFound", err)
+	}
+
+	// A create the cache never shows is trusted for createdClaimTTL only.
+	if _, err := dc.CreateClaim(ctx, newClaim("data-pg-1")); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(createdClaimTTL + time.Second)
+	if _, err := dc.GetClaim("ns", "data-pg-1"); !apierrors.IsNotFound(err) {
+		t.Errorf("a create older than createdClaimTTL, not in the cache: %v, want NotFound", err)
+	}
+	now = now.Add(-createdClaimTTL - time.Second)
+
+	// The informer delivers the claims: each is forgotten, and read from
+	// the cache.
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), claimInformer.Informer().HasSynced) {
+		t.Fatal("claim cache not synced")
+	}
+	if n := dc.created.len(); n != 0 {
+		t.Errorf("after the cache delivered the created claims, %d are still remembered", n)
+	}
+	if got, err := dc.GetClaim("ns", "data-pg-0"); err != nil || got.UID != "c-1" {
+		t.Errorf("from the cache: %v, %v; want claim c-1", got, err)
+	}
+
+	// A claim deleted is not read from memory: its delete reached the
+	// cache, or this controller deleted it.
+	if _, err := dc.CreateClaim(ctx, newClaim("data-pg-2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.CoreV1().PersistentVolumeClaims("ns").Delete(ctx, "data-pg-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(wait.ForeverTestTimeout); time.Now().Before(deadline); {
+		if _, err := dc.GetClaim("ns", "data-pg-2"); apierrors.IsNotFound(err) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := dc.GetClaim("ns", "data-pg-2"); !apierrors.IsNotFound(err) {
+		t.Errorf("a claim created and deleted, both seen by the cache: %v, want NotFound", err)
+	}
+	created, err := dc.CreateClaim(ctx, newClaim("data-pg-3"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dc.DeleteClaim(ctx, created); err != nil {
+		t.Fatal(err)
+	}
+	if n := dc.created.len(); n != 0 {
+		t.Errorf("a claim this controller deleted is still remembered as created (%d)", n)
 	}
 }
 
