@@ -113,7 +113,7 @@ type realDataControl struct {
 	// created are the claims this controller created, until the cache
 	// shows them.
 	created createdClaims
-	now    func() time.Time
+	now     func() time.Time
 }
 
 var _ DataControl = &realDataControl{}
