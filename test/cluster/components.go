@@ -21,6 +21,9 @@ type Etcd struct {
 	URL string
 }
 
+// DataDir is the etcd's data directory.
+func (e *Etcd) DataDir() string { return flagValue(e.Args, "--data-dir") }
+
 // startEtcd starts kube-apiserver's etcd.
 func (c *Cluster) startEtcd(ctx context.Context) error {
 	e, err := c.runEtcd(ctx, "etcd", c.path("etcd"), c.Ports.Etcd, c.Ports.EtcdPeer)
