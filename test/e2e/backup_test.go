@@ -33,7 +33,7 @@ func TestBackupBringsADeletedFlockBackWithItsData(t *testing.T) {
 	etcdFlags := []string{"--etcd-servers=" + env.FlockEtcdURL, "--namespace=" + ns, "--file=" + file}
 
 	out, err := runTool(t, time.Minute, "", nil, bin, append([]string{"backup"}, etcdFlags...)...)
-	if err != nil || !strings.Contains(out, "wrote 1 Flocks") {
+	if err != nil || !strings.Contains(out, "wrote 1 Flock (") {
 		t.Fatalf("backup: %v\n%s", err, out)
 	}
 

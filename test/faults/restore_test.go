@@ -78,7 +78,7 @@ func TestEtcdLostThenRestoredFromBackup(t *testing.T) {
 	etcdFlags := []string{"--etcd-servers=" + pair.Etcd.URL, "--file=" + file}
 	out := runFlockTool(t, ctx, bin, append([]string{"backup"}, etcdFlags...)...)
 	var wrote int
-	if m := regexp.MustCompile(`wrote (\d+) Flocks`).FindStringSubmatch(out); m == nil {
+	if m := regexp.MustCompile(`wrote (\d+) Flocks? \(`).FindStringSubmatch(out); m == nil {
 		t.Fatalf("backup: no count in\n%s", out)
 	} else if wrote, _ = strconv.Atoi(m[1]); wrote < 1 || wrote > len(before.Items) {
 		t.Fatalf("backup wrote %d Flocks; %d were listed just before, one of them %s/%s\n%s", wrote, len(before.Items), ns, name, out)

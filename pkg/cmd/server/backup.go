@@ -158,7 +158,11 @@ func (o *etcdClientOptions) backup(ctx context.Context, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "wrote %d Flocks (etcd revision %d, prefix %s) to %s\n", n, h.Revision, h.Prefix, where)
+	noun := "Flocks"
+	if n == 1 {
+		noun = "Flock"
+	}
+	fmt.Fprintf(stderr, "wrote %d %s (etcd revision %d, prefix %s) to %s\n", n, noun, h.Revision, h.Prefix, where)
 	return nil
 }
 

@@ -84,7 +84,7 @@ func TestBackupAndRestoreCommandsOverTLS(t *testing.T) {
 	if _, err := os.Stat(backupFile); !os.IsNotExist(err) {
 		t.Fatalf("a failed backup left its file: %v", err)
 	}
-	if out, err := run("backup", tlsFlags...); err != nil || !strings.Contains(out, "wrote 1 Flocks") {
+	if out, err := run("backup", tlsFlags...); err != nil || !strings.Contains(out, "wrote 1 Flock (") {
 		t.Fatalf("backup: %v\n%s", err, out)
 	}
 	if out, err := run("backup", tlsFlags...); err == nil || !strings.Contains(err.Error(), "exists") {
