@@ -187,7 +187,7 @@ func (c *realDataControl) GetClaim(namespace, name string) (*corev1.PersistentVo
 	claim, err := c.claimLister.PersistentVolumeClaims(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		if created := c.created.get(namespace, name, c.now()); created != nil {
-			return created, nil
+			return c.claims.latest(created), nil // and written since, maybe
 		}
 	}
 	if err != nil {

@@ -170,6 +170,21 @@ func TestClaimReadAfterItsCreateIsTheCreate(t *testing.T) {
 	if got.UID != "c-1" || got.Spec.VolumeName != "pv-data-pg-0" || got.ManagedFields != nil {
 		t.Errorf("read UID %s volume %s managedFields %v, want the create's (c-1, pv-data-pg-0), trimmed as the cache keeps it", got.UID, got.Spec.VolumeName, got.ManagedFields)
 	}
+	// Its binding completed before the cache showed it: read as written.
+	upd := got.DeepCopy()
+	upd.Status.Phase = corev1.ClaimBound
+	client.PrependReactor("update", "persistentvolumeclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		claim := a.(clienttesting.UpdateAction).GetObject().(*corev1.PersistentVolumeClaim).DeepCopy()
+		rv++
+		claim.ResourceVersion = strconv.Itoa(rv)
+		return true, claim, nil
+	})
+	if _, err := dc.UpdateClaimStatus(ctx, upd); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := dc.GetClaim("ns", "data-pg-0"); err != nil || got.Status.Phase != corev1.ClaimBound || got.ResourceVersion != "2" {
+		t.Errorf("created, then its status written, the cache behind both: read %v (%v), want the status write (version 2, Bound)", got, err)
+	}
 	if _, err := dc.GetClaim("ns", "data-pg-9"); !apierrors.IsNotFound(err) {
 		t.Errorf("a claim never created: %v, want NotFound", err)
 	}
