@@ -66,6 +66,9 @@ type ExtraConfig struct {
 	ControllerClientConfig *rest.Config
 	// Controller configures the embedded Flock controller.
 	Controller ControllerConfig
+	// StoreGuard, when set, keeps Flocks from being served from a store
+	// that lost them while their members run (storeguard.go).
+	StoreGuard *StoreGuard
 }
 
 // Config is the whole configuration of flock-apiserver.
@@ -98,8 +101,13 @@ func (c *Config) Complete() CompletedConfig {
 func (c completedConfig) New() (*FlockServer, error) {
 	applyCheck := &applySchemaCheck{maxBody: c.GenericConfig.MaxRequestBodyBytes}
 	chain := c.GenericConfig.BuildHandlerChainFunc
+	guard := c.ExtraConfig.StoreGuard
 	c.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, gc *genericapiserver.Config) http.Handler {
-		return chain(applyCheck.wrap(h), gc)
+		h = applyCheck.wrap(h)
+		if guard != nil {
+			h = guard.Wrap(h)
+		}
+		return chain(h, gc)
 	}
 	generic, err := c.GenericConfig.New("flock-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
@@ -133,6 +141,16 @@ func (c completedConfig) New() (*FlockServer, error) {
 		if err := generic.AddReadyzChecks(requestHeaderCAReadyz(rh.CAContentProvider)); err != nil {
 			return nil, err
 		}
+	}
+
+	if guard != nil {
+		if err := generic.AddReadyzChecks(guard.ReadyzCheck()); err != nil {
+			return nil, err
+		}
+		generic.AddPostStartHookOrDie("flock-store-guard", func(ctx genericapiserver.PostStartHookContext) error {
+			go guard.Run(ctx)
+			return nil
+		})
 	}
 
 	core := c.GenericConfig.SharedInformerFactory

@@ -67,9 +67,10 @@ func inNamespace(prefix, key, ns string) bool {
 	return len(parts) >= 2 && parts[len(parts)-2] == ns
 }
 
-// Backup writes to w every key under prefix (of namespace, when set), all
-// read at one revision, as a header line, one line per key and an end line,
-// and returns the header and the number of keys written.
+// Backup writes to w every key under prefix (of namespace, when set; the
+// store's mark excepted), all read at one revision, as a header line, one
+// line per key and an end line, and returns the header and the number of
+// keys written.
 func Backup(ctx context.Context, kv clientv3.KV, prefix, namespace string, w io.Writer, now time.Time) (BackupHeader, int, error) {
 	prefix = strings.TrimSuffix(prefix, "/")
 	from, end := prefix+"/", clientv3.GetPrefixRangeEnd(prefix+"/")
@@ -93,7 +94,9 @@ func Backup(ctx context.Context, kv clientv3.KV, prefix, namespace string, w io.
 			}
 		}
 		for _, e := range resp.Kvs {
-			if !inNamespace(prefix, string(e.Key), namespace) {
+			// The store's mark (storemark.go) is not a Flock; the
+			// store a backup is restored into gets its own.
+			if !inNamespace(prefix, string(e.Key), namespace) || string(e.Key) == StoreMarkKey(prefix) {
 				continue
 			}
 			if err := enc.Encode(backupEntry{Key: string(e.Key), Value: e.Value}); err != nil {

@@ -23,15 +23,33 @@ import (
 // kube-apiserver again). p must have been stopped or killed by the caller;
 // it is an error if it still runs.
 func (c *Cluster) RestartComponent(ctx context.Context, p *Process) (*Process, error) {
+	np, main, err := c.restart(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	return np, c.waitComponentReady(ctx, np, main)
+}
+
+// RestartComponentUnready starts p again as RestartComponent does, but
+// does not wait for it to be ready: a flock-apiserver that refuses to serve
+// its store never is.
+func (c *Cluster) RestartComponentUnready(ctx context.Context, p *Process) (*Process, error) {
+	np, _, err := c.restart(ctx, p)
+	return np, err
+}
+
+// restart starts p again and reports whether it is the flock-apiserver
+// behind the APIService.
+func (c *Cluster) restart(ctx context.Context, p *Process) (*Process, bool, error) {
 	if !p.Exited() {
-		return nil, fmt.Errorf("%s (pid %d) is still running", p.Name, p.PID())
+		return nil, false, fmt.Errorf("%s (pid %d) is still running", p.Name, p.PID())
 	}
 	c.mu.Lock()
 	main := c.flock == p
 	c.mu.Unlock()
 	np, err := c.startPath(ctx, p.Name, p.Path, p.Args, p.Env)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	klog.FromContext(ctx).Info("Restarted", "component", p.Name, "oldPID", p.PID(), "pid", np.PID())
 	if main {
@@ -39,7 +57,7 @@ func (c *Cluster) RestartComponent(ctx context.Context, p *Process) (*Process, e
 		c.flock = np
 		c.mu.Unlock()
 	}
-	return np, c.waitComponentReady(ctx, np, main)
+	return np, main, nil
 }
 
 // waitComponentReady waits until the component p runs is ready, judged by

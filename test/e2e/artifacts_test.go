@@ -667,6 +667,7 @@ func TestGenServingCert(t *testing.T) {
 	// harness's readiness check needs).
 	s, err := env.StartExtraFlockAPIServer(ctxFor(t), "flock-apiserver-gencert", []string{
 		"--tls-sni-cert-key=" + filepath.Join(out, "tls.crt") + "," + filepath.Join(out, "tls.key") + ":" + fqdn, "--controllers=-flock",
+		"--store-guard=false", // a new store beside the main one
 	})
 	if err != nil {
 		t.Fatal(err)

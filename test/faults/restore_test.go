@@ -6,6 +6,8 @@ package faults
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -31,17 +34,24 @@ const restoreTimeout = 3 * time.Minute
 
 // TestEtcdLostThenRestoredFromBackup: `flock-apiserver backup` of the
 // running store; then both flock-apiservers stop, their etcd loses its data
-// directory and starts empty, and the servers start on it and serve no
-// Flocks (as a server whose embedded member's volume was lost does).
-// kube-controller-manager's garbage collector finds each Flock's owner
-// reference dangling and collects the members' pods and claims; the
-// PersistentVolumes stay (Released). `flock-apiserver restore` then puts
-// every Flock back with its UID, and each member runs again on the node it
-// had, its claim bound to the PersistentVolume it had. The Flocks the fault
-// suite left in its namespace are in the backup too, and come back. Then
-// the store is lost again and the backup restored before the servers start
-// (as an external etcd allows): the collector never sees the Flocks gone,
-// and the members' pods run on.
+// directory and starts empty, and the servers start on it (as a server
+// whose embedded member's volume was lost does).
+//
+// The servers refuse to serve the store (the store guard): it holds no
+// Flock and no mark of being served, while members' pods and claims name
+// Flocks as owners. Requests for Flocks get 503 with the reason, through
+// kube-apiserver and from each server; kube-controller-manager's garbage
+// collector, asking for the members' owner, is refused too, and deletes
+// nothing. `flock-apiserver restore` puts every Flock back with its UID (the
+// Flocks the fault suite left in its namespace too), the servers serve them
+// within seconds, and the members' pods and claims are the ones from before
+// the loss.
+//
+// Then the store is lost again, and given up (`flock-apiserver
+// accept-empty-store`): the servers serve it empty, the collector deletes the
+// members' pods and claims, and the PersistentVolumes stay (Released). A
+// restore then brings the Flocks back, and each member runs again on the node
+// it had, its claim bound to the PersistentVolume it had.
 func TestEtcdLostThenRestoredFromBackup(t *testing.T) {
 	ctx := t.Context()
 	const ns, name = "etcd-lost", "kept"
@@ -84,26 +94,32 @@ func TestEtcdLostThenRestoredFromBackup(t *testing.T) {
 		t.Fatalf("backup wrote %d Flocks; %d were listed just before, one of them %s/%s\n%s", wrote, len(before.Items), ns, name, out)
 	}
 
-	// The store is lost: both servers stop, the etcd's data directory goes.
-	loseFlockStore(t, ctx, nil)
+	// Lost: the servers start on the empty etcd and refuse to serve it.
+	running := memberPodUIDs(t, ctx, ns, first)
+	claims := memberClaimUIDs(t, ctx, ns, first)
+	kcm := env.Component("kube-controller-manager")
+	kcmFrom := fileSize(kcm.LogFile)
+	loseFlockStore(t, ctx)
 	lost := time.Now()
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, restoreTimeout, true, func(ctx context.Context) (bool, error) {
-		claims, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
+	refusal := waitRefused(t, ctx)
+	for _, want := range []string{"pods and", "PersistentVolumeClaims in the cluster belong to Flocks", "flock-apiserver restore", "accept-empty-store"} {
+		if !strings.Contains(refusal, want) {
+			t.Errorf("the refusal lacks %q: %s", want, refusal)
 		}
-		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		return err == nil && len(claims.Items) == 0 && len(pods.Items) == 0, nil
-	}); err != nil {
-		t.Fatalf("the garbage collector did not collect the pods and claims of the Flock the empty store lacks: %v", err)
 	}
-	t.Logf("the garbage collector collected the members' pods and claims %s after the servers served the empty store", time.Since(lost).Round(time.Millisecond))
-	for _, m := range first.Status.Members {
-		pv, err := env.Kube.CoreV1().PersistentVolumes().Get(ctx, m.PersistentVolume, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("member %d's PersistentVolume %s after its claim was collected: %v", m.Ordinal, m.PersistentVolume, err)
-		}
-		t.Logf("member %d: PersistentVolume %s is %s", m.Ordinal, pv.Name, pv.Status.Phase)
+	t.Logf("both servers refuse the empty store: %s", refusal)
+	// The collector asked for a member's owner and was refused: until a
+	// NotFound, it deletes nothing.
+	var refusedGC string
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, restoreTimeout, true, func(context.Context) (bool, error) {
+		refusedGC = logLineFrom(kcm.LogFile, kcmFrom, "refuses to serve Flocks")
+		return refusedGC != "", nil
+	}); err != nil {
+		t.Fatalf("kube-controller-manager's log shows no refused request for a Flock %s after the loss", restoreTimeout)
+	}
+	t.Logf("the garbage collector was refused %s after the servers started: %.300s", time.Since(lost).Round(time.Millisecond), refusedGC)
+	if got := memberPodUIDs(t, ctx, ns, first); !slices.Equal(got, running) {
+		t.Errorf("while the store was refused: member pods %v, before the loss %v", got, running)
 	}
 
 	restore := func() {
@@ -113,6 +129,9 @@ func TestEtcdLostThenRestoredFromBackup(t *testing.T) {
 		}
 	}
 	restore()
+	restored := time.Now()
+	waitPairServes(t, ctx)
+	t.Logf("both servers serve the restored store %s after the restore", time.Since(restored).Round(time.Millisecond))
 	after, err := env.Flock.FlockV1alpha1().Flocks(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -125,9 +144,49 @@ func TestEtcdLostThenRestoredFromBackup(t *testing.T) {
 			t.Errorf("Flock %s is not back; after the restore: %v", want, got)
 		}
 	}
-
-	restored := time.Now()
 	back := waitMembersReady(t, ctx, ns, name, first.UID, replicas)
+	if got := memberPodUIDs(t, ctx, ns, back); !slices.Equal(got, running) {
+		t.Errorf("after the restore: member pods %v, before the loss %v (collected and made again)", got, running)
+	}
+	if got := memberClaimUIDs(t, ctx, ns, back); !slices.Equal(got, claims) {
+		t.Errorf("after the restore: member claims %v, before the loss %v", got, claims)
+	}
+
+	// Lost again, and given up: the servers serve the empty store, and the
+	// collector deletes the members.
+	loseFlockStore(t, ctx)
+	waitRefused(t, ctx)
+	out = runFlockTool(t, ctx, bin, "accept-empty-store", "--etcd-servers="+pair.Etcd.URL)
+	if !strings.Contains(out, "marked the store under /registry/flock.dev as served") {
+		t.Fatalf("accept-empty-store:\n%s", out)
+	}
+	accepted := time.Now()
+	waitPairServes(t, ctx)
+	if list, err := env.Flock.FlockV1alpha1().Flocks(metav1.NamespaceAll).List(ctx, metav1.ListOptions{}); err != nil || len(list.Items) != 0 {
+		t.Fatalf("the store accepted empty: %v Flocks served (%v)", list, err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, restoreTimeout, true, func(ctx context.Context) (bool, error) {
+		claims, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(claims.Items) == 0 && len(pods.Items) == 0, nil
+	}); err != nil {
+		t.Fatalf("the garbage collector did not collect the pods and claims of the Flock the store accepted empty lacks: %v", err)
+	}
+	t.Logf("the garbage collector collected the members' pods and claims %s after the store was accepted empty", time.Since(accepted).Round(time.Millisecond))
+	for _, m := range first.Status.Members {
+		pv, err := env.Kube.CoreV1().PersistentVolumes().Get(ctx, m.PersistentVolume, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("member %d's PersistentVolume %s after its claim was collected: %v", m.Ordinal, m.PersistentVolume, err)
+		}
+		t.Logf("member %d: PersistentVolume %s is %s", m.Ordinal, pv.Name, pv.Status.Phase)
+	}
+
+	restore()
+	restored = time.Now()
+	back = waitMembersReady(t, ctx, ns, name, first.UID, replicas)
 	t.Logf("the members Ready again, on their nodes, %s after the restore", time.Since(restored).Round(time.Millisecond))
 	for i, m := range back.Status.Members {
 		was := first.Status.Members[i]
@@ -142,20 +201,118 @@ func TestEtcdLostThenRestoredFromBackup(t *testing.T) {
 			t.Errorf("member %d: claim %s on volume %q (%s), want %s Bound", m.Ordinal, claim.Name, claim.Spec.VolumeName, claim.Status.Phase, was.PersistentVolume)
 		}
 	}
-	collected := restored.Sub(lost)
+}
 
-	// Lost again, and restored before the servers start (an external
-	// etcd allows it): the collector never sees the Flocks gone, and the
-	// members' pods that ran before run on.
-	running := memberPodUIDs(t, ctx, ns, back)
-	loseFlockStore(t, ctx, restore)
-	again := waitMembersReady(t, ctx, ns, name, first.UID, replicas)
-	// A collection would come within the time it took above; look again
-	// after twice that.
-	time.Sleep(min(max(2*collected, 5*time.Second), 90*time.Second))
-	if got := memberPodUIDs(t, ctx, ns, again); !slices.Equal(got, running) {
-		t.Errorf("restored before the servers started: member pods %v, before the loss %v (collected and made again)", got, running)
+// waitRefused waits until flock-apiserver refuses to serve Flocks, both
+// through kube-apiserver (what kubectl sees) and from server A, and returns
+// the refusal.
+func waitRefused(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	client, err := env.HTTPClient(env.PKI.Admin)
+	if err != nil {
+		t.Fatal(err)
 	}
+	var why string
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, serverStartTimeout, true, func(ctx context.Context) (bool, error) {
+		_, err := env.Flock.FlockV1alpha1().Flocks(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		if !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), "refuses to serve Flocks") {
+			why = fmt.Sprintf("a list through kube-apiserver: %v", err)
+			return false, nil
+		}
+		msg := err.Error()
+		code, body := httpGet(ctx, client, pair.A.URL+"/apis/flock.dev/v1alpha1/flocks")
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, "refuses to serve Flocks") {
+			why = fmt.Sprintf("a list from A: %d %.200s", code, body)
+			return false, nil
+		}
+		if code, body := httpGet(ctx, client, pair.A.URL+"/readyz?verbose"); code == http.StatusOK || !strings.Contains(body, "[-]flock-store failed") {
+			why = fmt.Sprintf("A's /readyz: %d %.300s", code, body)
+			return false, nil
+		}
+		why = msg
+		return true, nil
+	}); err != nil {
+		t.Fatalf("the servers on the lost store do not refuse it: %s", why)
+	}
+	return why
+}
+
+// waitPairServes waits until both servers are ready and Flocks are served
+// through kube-apiserver.
+func waitPairServes(t *testing.T, ctx context.Context) {
+	t.Helper()
+	client, err := env.HTTPClient(env.PKI.Admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var why string
+	if err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, serverStartTimeout, true, func(ctx context.Context) (bool, error) {
+		if code, body := httpGet(ctx, client, pair.A.URL+"/readyz"); code != http.StatusOK {
+			why = fmt.Sprintf("A's /readyz: %d %.300s", code, body)
+			return false, nil
+		}
+		if _, err := env.Flock.FlockV1alpha1().Flocks(metav1.NamespaceAll).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+			why = fmt.Sprintf("a list through kube-apiserver: %v", err)
+			return false, nil
+		}
+		return true, nil
+	}); err != nil {
+		t.Fatalf("the servers do not serve Flocks again: %s", why)
+	}
+}
+
+// httpGet returns the code and body of a GET of url (0 and the error when
+// it fails).
+func httpGet(ctx context.Context, client *http.Client, url string) (int, string) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err.Error()
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	return resp.StatusCode, string(body)
+}
+
+// fileSize is the size of file now (0 when it cannot be read).
+func fileSize(file string) int64 {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// logLineFrom returns the first line of file, from offset from on, that
+// contains s ("" if none).
+func logLineFrom(file string, from int64, s string) string {
+	data, err := os.ReadFile(file)
+	if err != nil || int64(len(data)) < from {
+		return ""
+	}
+	for l := range strings.Lines(string(data[from:])) {
+		if strings.Contains(l, s) {
+			return strings.TrimSpace(l)
+		}
+	}
+	return ""
+}
+
+// memberClaimUIDs returns the UIDs of f's members' claims, by ordinal.
+func memberClaimUIDs(t *testing.T, ctx context.Context, ns string, f *flockv1alpha1.Flock) []types.UID {
+	t.Helper()
+	var out []types.UID
+	for _, m := range f.Status.Members {
+		c, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, m.Claim, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, c.UID)
+	}
+	return out
 }
 
 // memberPodUIDs returns the UIDs of f's members' pods, by ordinal.
@@ -224,9 +381,9 @@ func membersReady(ctx context.Context, ns, name string, uid types.UID, replicas 
 }
 
 // loseFlockStore stops both flock-apiservers, kills their etcd, removes its
-// data directory, and starts the etcd (empty) and, after beforeServers (if
-// set), the servers again.
-func loseFlockStore(t *testing.T, ctx context.Context, beforeServers func()) {
+// data directory, and starts the etcd (empty) and the servers again,
+// without waiting for them to be ready (they refuse the store).
+func loseFlockStore(t *testing.T, ctx context.Context) {
 	t.Helper()
 	if err := pair.A.Stop(cluster.DefaultStopGrace); err != nil {
 		t.Fatal(err)
@@ -251,24 +408,11 @@ func loseFlockStore(t *testing.T, ctx context.Context, beforeServers func()) {
 	if pair.Etcd.Process, err = env.RestartComponent(startCtx, pair.Etcd.Process); err != nil {
 		t.Fatal(err)
 	}
-	if beforeServers != nil {
-		beforeServers()
-	}
-	if pair.A.Process, err = env.RestartComponent(startCtx, pair.A.Process); err != nil {
+	if pair.A.Process, err = env.RestartComponentUnready(startCtx, pair.A.Process); err != nil {
 		t.Fatal(err)
 	}
-	if pair.B, err = env.RestartComponent(startCtx, pair.B); err != nil {
+	if pair.B, err = env.RestartComponentUnready(startCtx, pair.B); err != nil {
 		t.Fatal(err)
-	}
-	if beforeServers != nil {
-		return
-	}
-	list, err := env.Flock.FlockV1alpha1().Flocks(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Items) != 0 {
-		t.Fatalf("%d Flocks served from the emptied store", len(list.Items))
 	}
 }
 

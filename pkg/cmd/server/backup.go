@@ -32,14 +32,19 @@ type etcdClientOptions struct {
 }
 
 func (o *etcdClientOptions) addFlags(fs *pflag.FlagSet, fileUsage string) {
+	o.addEtcdFlags(fs)
+	fs.StringVar(&o.namespace, "namespace", "", "only the Flocks of this namespace (default: every namespace)")
+	fs.StringVar(&o.file, "file", "-", fileUsage)
+}
+
+// addEtcdFlags adds the flags that reach the etcd and bound the command.
+func (o *etcdClientOptions) addEtcdFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.servers, "etcd-servers", []string{fmt.Sprintf("http://127.0.0.1:%d", defaultEmbeddedEtcdClientPort)},
 		"the server's etcd: its embedded member's loopback client URL (run this beside the server, e.g. with kubectl exec), or the external etcd of its --etcd-servers")
 	fs.StringVar(&o.caFile, "etcd-cafile", "", "CA bundle of the etcd's serving certificate (an https etcd)")
 	fs.StringVar(&o.certFile, "etcd-certfile", "", "client certificate for the etcd")
 	fs.StringVar(&o.keyFile, "etcd-keyfile", "", "key of --etcd-certfile")
 	fs.StringVar(&o.prefix, "etcd-prefix", defaultEtcdPathPrefix, "the prefix the server stores its objects under (its --etcd-prefix)")
-	fs.StringVar(&o.namespace, "namespace", "", "only the Flocks of this namespace (default: every namespace)")
-	fs.StringVar(&o.file, "file", "-", fileUsage)
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "give up after this long")
 }
 

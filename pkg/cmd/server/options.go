@@ -97,6 +97,10 @@ type Options struct {
 	// member pods: the embedded controller and the admission dry-run of the
 	// member pod. Empty: the server's own (--kubeconfig or in-cluster).
 	ControllerKubeconfig string
+	// StoreGuard refuses to serve Flocks from a store that holds none and
+	// was never served while pods or claims of Flocks exist in the cluster
+	// (a store that lost its data; pkg/apiserver/storeguard.go).
+	StoreGuard bool
 	// Standalone serves without any core cluster: no delegated authentication
 	// or authorization, no admission, no controller. FOR TESTS ONLY.
 	Standalone bool
@@ -179,6 +183,7 @@ func NewOptions() *Options {
 		RolloutHaltAfter:   flockcontroller.DefaultRolloutHaltAfter,
 		MemoryLimitRatio:   0.9,
 		StorageCompression: compression.Zstd,
+		StoreGuard:         true,
 		Logs:               logs.NewOptions(),
 	}
 	capacity.Register(o.RecommendedOptions.Admission.Plugins)
@@ -254,6 +259,8 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs = fss.FlagSet("flock")
 	fs.StringVar(&o.StorageCompression, "storage-compression", o.StorageCompression,
 		"How Flocks are written to etcd (embedded or --etcd-servers), before any encryption at rest: zstd (compressed, prefix "+compression.Prefix+") or none (as --storage-media-type encodes them). Flocks stored either way are read, and rewritten the chosen way on their next update.")
+	fs.BoolVar(&o.StoreGuard, "store-guard", o.StoreGuard,
+		"Refuse to serve Flocks (503, and /readyz fails) while the store holds none and has no mark of ever being served, and pods or claims of Flocks exist in the cluster: a store that lost its data, whose Flocks the garbage collector would take for deleted and whose members it would delete. The refusal ends when Flocks are restored (flock-apiserver restore), the store is accepted empty (flock-apiserver accept-empty-store), or no such pod or claim is left.")
 	fs.StringVar(&o.DataRoot, "data-root", o.DataRoot,
 		"Host directory under which each member's data directory <data-root>/<namespace>/<flock> is created. Users cannot choose host paths.")
 	fs.BoolVar(&o.AllowHostAccess, "allow-host-access", o.AllowHostAccess,

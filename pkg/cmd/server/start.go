@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"flock.dev/flock/internal/memlimit"
 
@@ -75,7 +76,7 @@ file, UIDs included, and "flock-apiserver restore" puts them back (each has --he
 	}
 	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())
 	cliflag.SetUsageAndHelpFunc(cmd, fss, cols)
-	cmd.AddCommand(newBackupCommand(), newRestoreCommand())
+	cmd.AddCommand(newBackupCommand(), newRestoreCommand(), newAcceptEmptyStoreCommand())
 	return cmd
 }
 
@@ -229,9 +230,23 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	guard, closeGuard, err := o.storeGuard(config.ExtraConfig.ControllerClientConfig)
+	if err != nil {
+		return err
+	}
+	defer closeGuard()
+	config.ExtraConfig.StoreGuard = guard
 	server, err := config.Complete().New()
 	if err != nil {
 		return err
+	}
+	if guard != nil {
+		// Decided before the server listens, so that a store that may be
+		// served is never refused for a moment (its own informers would
+		// back off); a refusal is looked at again every few seconds.
+		checkCtx, cancel := context.WithTimeout(ctx, storeGuardFirstCheck)
+		guard.Step(checkCtx)
+		cancel()
 	}
 	if member == nil {
 		return server.GenericAPIServer.PrepareRun().RunWithContext(ctx)
@@ -260,6 +275,37 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	return member.Err()
+}
+
+// storeGuardFirstCheck bounds the store guard's check before the server
+// listens.
+const storeGuardFirstCheck = 15 * time.Second
+
+// storeGuard returns the store guard (nil with --store-guard=false), which
+// looks for members' pods and claims as the controller's identity, and a
+// func that closes its etcd client.
+func (o *Options) storeGuard(controller *rest.Config) (*apiserver.StoreGuard, func(), error) {
+	if !o.StoreGuard {
+		return nil, func() {}, nil
+	}
+	var core kubernetes.Interface
+	if controller != nil {
+		c := rest.CopyConfig(controller)
+		c.UserAgent = "flock-apiserver/store-guard"
+		var err error
+		if core, err = kubernetes.NewForConfig(c); err != nil {
+			return nil, nil, err
+		}
+	}
+	storage := o.RecommendedOptions.Etcd.StorageConfig
+	client, err := (&etcdClientOptions{
+		servers: storage.Transport.ServerList,
+		caFile:  storage.Transport.TrustedCAFile, certFile: storage.Transport.CertFile, keyFile: storage.Transport.KeyFile,
+	}).client()
+	if err != nil {
+		return nil, nil, fmt.Errorf("the store guard's etcd client: %w", err)
+	}
+	return apiserver.NewStoreGuard(client, storage.Prefix, core), func() { _ = client.Close() }, nil
 }
 
 // newFlockInformers returns the informer factory on flock-apiserver itself

@@ -122,9 +122,9 @@ func newControllerRef(f *v1alpha1.Flock) *metav1.OwnerReference {
 	return metav1.NewControllerRef(f, controllerKind)
 }
 
-// isFlockRef reports whether an ownerReference points to a Flock (of any
+// IsFlockRef reports whether an ownerReference points to a Flock (of any
 // version of the flock.dev group).
-func isFlockRef(ref *metav1.OwnerReference) bool {
+func IsFlockRef(ref *metav1.OwnerReference) bool {
 	if ref.Kind != controllerKind.Kind {
 		return false
 	}

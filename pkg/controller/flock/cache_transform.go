@@ -112,7 +112,7 @@ func TrimPod(obj any) (any, error) {
 // comes to be controlled by a Flock or to be a helper changes in an update,
 // whose new copy keeps them.
 func statusRead(pod *corev1.Pod) bool {
-	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && isFlockRef(ref) {
+	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && IsFlockRef(ref) {
 		return true
 	}
 	return pod.Labels[LabelHelper] != "" || pod.Labels[nodeagent.LabelComponent] == nodeagent.ComponentNodeAgent || len(pod.Spec.Volumes) > 0

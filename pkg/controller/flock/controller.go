@@ -232,7 +232,7 @@ func indexByFlockController(obj any) ([]string, error) {
 			return []string{orphanIndexKey(pod.Namespace), helperIndexKey(pod.Namespace, types.UID(uid))}, nil
 		}
 		return []string{orphanIndexKey(pod.Namespace)}, nil
-	case isFlockRef(ref):
+	case IsFlockRef(ref):
 		return []string{string(ref.UID)}, nil
 	}
 	return nil, nil

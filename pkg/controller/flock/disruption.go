@@ -186,7 +186,7 @@ func NewDisruptionBudgetController(ctx context.Context, kubeClient kubernetes.In
 		if !ok {
 			return
 		}
-		if ref := metav1.GetControllerOfNoCopy(pdb); ref != nil && isFlockRef(ref) {
+		if ref := metav1.GetControllerOfNoCopy(pdb); ref != nil && IsFlockRef(ref) {
 			c.queue.add(pdb.Namespace + "/" + ref.Name)
 		} else if name := pdb.Labels[v1alpha1.LabelFlockName]; name != "" {
 			// A budget of a Flock's name that the Flock does not own: its

@@ -62,7 +62,7 @@ func (c *Controller) enqueueAfter(f *v1alpha1.Flock, d time.Duration) {
 
 // resolveControllerRef returns the Flock a ControllerRef points to, or nil.
 func (c *Controller) resolveControllerRef(namespace string, ref *metav1.OwnerReference) *v1alpha1.Flock {
-	if !isFlockRef(ref) {
+	if !IsFlockRef(ref) {
 		return nil
 	}
 	f, err := c.flockLister.Flocks(namespace).Get(ref.Name)

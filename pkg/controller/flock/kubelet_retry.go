@@ -200,7 +200,7 @@ func (c *PodRetryController) syncKubelet(ctx context.Context, namespace, name st
 		return err
 	}
 	ref := metav1.GetControllerOfNoCopy(pod)
-	if pod.UID != uid || ref == nil || !isFlockRef(ref) || pod.DeletionTimestamp != nil || containerStarted(pod) {
+	if pod.UID != uid || ref == nil || !IsFlockRef(ref) || pod.DeletionTimestamp != nil || containerStarted(pod) {
 		return nil
 	}
 	n, exhausted, err := askAgain(ctx, &c.kubelet, pod.UID, pod.UID, AnnotationKubeletRetry, func(ctx context.Context, patch []byte) error {

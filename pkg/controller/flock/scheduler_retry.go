@@ -68,7 +68,7 @@ func unboundClaimRefusalSince(pod *corev1.Pod) (time.Time, bool) {
 	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
 		return time.Time{}, false
 	}
-	if ref := metav1.GetControllerOfNoCopy(pod); ref == nil || !isFlockRef(ref) {
+	if ref := metav1.GetControllerOfNoCopy(pod); ref == nil || !IsFlockRef(ref) {
 		return time.Time{}, false
 	}
 	for _, c := range pod.Status.Conditions {
