@@ -25,7 +25,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -139,51 +141,58 @@ func (g *StoreGuard) open() {
 // dependents counts the pods and claims that name a Flock as their owner,
 // and names one of them.
 func (g *StoreGuard) dependents(ctx context.Context) (pods, claims int, example string, err error) {
-	opts := metav1.ListOptions{LabelSelector: v1alpha1.LabelFlockName, Limit: dependentsPage}
-	for {
-		list, err := g.core.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
-		if err != nil {
-			return 0, 0, "", fmt.Errorf("listing member pods: %w", err)
-		}
-		for i := range list.Items {
-			if owner := flockOwner(&list.Items[i].ObjectMeta); owner != "" {
-				if pods++; example == "" {
-					example = fmt.Sprintf("pod %s/%s of Flock %s", list.Items[i].Namespace, list.Items[i].Name, owner)
-				}
-			}
-		}
-		if opts.Continue = list.Continue; opts.Continue == "" {
-			break
-		}
+	pods, example, err = countOwned(ctx, "pod", func(opts metav1.ListOptions) (runtime.Object, error) {
+		return g.core.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+	})
+	if err != nil {
+		return 0, 0, "", err
 	}
-	opts.Continue = ""
-	for {
-		list, err := g.core.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll).List(ctx, opts)
-		if err != nil {
-			return 0, 0, "", fmt.Errorf("listing member claims: %w", err)
-		}
-		for i := range list.Items {
-			if owner := flockOwner(&list.Items[i].ObjectMeta); owner != "" {
-				if claims++; example == "" {
-					example = fmt.Sprintf("PersistentVolumeClaim %s/%s of Flock %s", list.Items[i].Namespace, list.Items[i].Name, owner)
-				}
-			}
-		}
-		if opts.Continue = list.Continue; opts.Continue == "" {
-			break
-		}
+	var claimExample string
+	claims, claimExample, err = countOwned(ctx, "PersistentVolumeClaim", func(opts metav1.ListOptions) (runtime.Object, error) {
+		return g.core.CoreV1().PersistentVolumeClaims(metav1.NamespaceAll).List(ctx, opts)
+	})
+	if example == "" {
+		example = claimExample
 	}
-	return pods, claims, example, nil
+	return pods, claims, example, err
 }
 
-// flockOwner names the Flock (namespace/name, UID) that owns m, or "".
-func flockOwner(m *metav1.ObjectMeta) string {
-	for i := range m.OwnerReferences {
-		if ref := &m.OwnerReferences[i]; flockcontroller.IsFlockRef(ref) {
-			return fmt.Sprintf("%s/%s, UID %s", m.Namespace, ref.Name, ref.UID)
+// countOwned pages through list (of the objects labelled as members) and
+// counts those a Flock owns, naming the first.
+func countOwned(ctx context.Context, kind string, list func(metav1.ListOptions) (runtime.Object, error)) (int, string, error) {
+	opts := metav1.ListOptions{LabelSelector: v1alpha1.LabelFlockName, Limit: dependentsPage}
+	n, example := 0, ""
+	for {
+		obj, err := list(opts)
+		if err != nil {
+			return 0, "", fmt.Errorf("listing member %ss: %w", kind, err)
+		}
+		items, err := meta.ExtractList(obj)
+		if err != nil {
+			return 0, "", err
+		}
+		for _, item := range items {
+			m, err := meta.Accessor(item)
+			if err != nil {
+				return 0, "", err
+			}
+			for _, ref := range m.GetOwnerReferences() {
+				if flockcontroller.IsFlockRef(&ref) {
+					if n++; example == "" {
+						example = fmt.Sprintf("%s %s/%s of Flock %s/%s, UID %s", kind, m.GetNamespace(), m.GetName(), m.GetNamespace(), ref.Name, ref.UID)
+					}
+					break
+				}
+			}
+		}
+		la, err := meta.ListAccessor(obj)
+		if err != nil {
+			return 0, "", err
+		}
+		if opts.Continue = la.GetContinue(); opts.Continue == "" || ctx.Err() != nil {
+			return n, example, ctx.Err()
 		}
 	}
-	return ""
 }
 
 // Run checks every interval until the guard opens or ctx is done.

@@ -3,6 +3,7 @@ package apiserver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	genericapirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/kubernetes/fake"
@@ -208,4 +210,34 @@ func TestStoreGuard(t *testing.T) {
 			t.Fatalf("Run returned refusing: %s", g.Refusal())
 		}
 	})
+}
+
+// TestCountOwnedPages: the guard's count follows the list's continue
+// tokens, asks for members by their label, and counts only what a Flock
+// owns.
+func TestCountOwnedPages(t *testing.T) {
+	pages := [][]corev1.Pod{
+		{{ObjectMeta: member("a", "other", "")}, {ObjectMeta: member("a", "web-0", "web")}},
+		{{ObjectMeta: member("b", "pg-0", "pg")}},
+		{{ObjectMeta: member("b", "pg-1", "pg")}, {ObjectMeta: member("c", "rs-1", "")}},
+	}
+	var asked []metav1.ListOptions
+	n, example, err := countOwned(context.Background(), "pod", func(opts metav1.ListOptions) (runtime.Object, error) {
+		asked = append(asked, opts)
+		i := len(asked) - 1
+		list := &corev1.PodList{Items: pages[i]}
+		if i+1 < len(pages) {
+			list.Continue = fmt.Sprintf("page-%d", i+1)
+		}
+		return list, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 3 || example != "pod a/web-0 of Flock a/web, UID uid-web" {
+		t.Fatalf("counted %d, example %q; want 3, pod a/web-0", n, example)
+	}
+	if len(asked) != 3 || asked[1].Continue != "page-1" || asked[2].Continue != "page-2" || asked[0].LabelSelector != v1alpha1.LabelFlockName || asked[0].Limit != dependentsPage {
+		t.Fatalf("asked %+v", asked)
+	}
 }

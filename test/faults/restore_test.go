@@ -304,27 +304,30 @@ func logLineFrom(file string, from int64, s string) string {
 // memberClaimUIDs returns the UIDs of f's members' claims, by ordinal.
 func memberClaimUIDs(t *testing.T, ctx context.Context, ns string, f *flockv1alpha1.Flock) []types.UID {
 	t.Helper()
-	var out []types.UID
-	for _, m := range f.Status.Members {
-		c, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, m.Claim, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, c.UID)
-	}
-	return out
+	return memberUIDs(t, f, func(m flockv1alpha1.FlockMember) (metav1.Object, error) {
+		return env.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, m.Claim, metav1.GetOptions{})
+	})
 }
 
 // memberPodUIDs returns the UIDs of f's members' pods, by ordinal.
 func memberPodUIDs(t *testing.T, ctx context.Context, ns string, f *flockv1alpha1.Flock) []types.UID {
 	t.Helper()
+	return memberUIDs(t, f, func(m flockv1alpha1.FlockMember) (metav1.Object, error) {
+		return env.Kube.CoreV1().Pods(ns).Get(ctx, m.Pod, metav1.GetOptions{})
+	})
+}
+
+// memberUIDs returns the UID of the object get returns for each of f's
+// members, by ordinal.
+func memberUIDs(t *testing.T, f *flockv1alpha1.Flock, get func(flockv1alpha1.FlockMember) (metav1.Object, error)) []types.UID {
+	t.Helper()
 	var out []types.UID
 	for _, m := range f.Status.Members {
-		p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, m.Pod, metav1.GetOptions{})
+		o, err := get(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out = append(out, p.UID)
+		out = append(out, o.GetUID())
 	}
 	return out
 }

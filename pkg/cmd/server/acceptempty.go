@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"flock.dev/flock/pkg/apiserver"
 	"flock.dev/flock/pkg/etcd"
@@ -44,13 +45,12 @@ under Retain). A Flock restored later finds those volumes again.`,
 }
 
 func (o *etcdClientOptions) acceptEmptyStore(ctx context.Context, stdout io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
-	c, err := o.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	return o.withClient(ctx, func(ctx context.Context, c *clientv3.Client) error {
+		return o.acceptEmptyStoreWith(ctx, c, stdout)
+	})
+}
+
+func (o *etcdClientOptions) acceptEmptyStoreWith(ctx context.Context, c *clientv3.Client, stdout io.Writer) error {
 	state, err := etcd.ReadStoreState(ctx, c, o.prefix)
 	if err != nil {
 		return err

@@ -135,7 +135,9 @@ namespace is gone.`,
 	return plainHelp(cmd)
 }
 
-func (o *etcdClientOptions) backup(ctx context.Context, stdout, stderr io.Writer) error {
+// withClient calls f with a client of the etcd, within the command's
+// --timeout.
+func (o *etcdClientOptions) withClient(ctx context.Context, f func(context.Context, *clientv3.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	c, err := o.client()
@@ -143,8 +145,19 @@ func (o *etcdClientOptions) backup(ctx context.Context, stdout, stderr io.Writer
 		return err
 	}
 	defer c.Close()
+	return f(ctx, c)
+}
+
+func (o *etcdClientOptions) backup(ctx context.Context, stdout, stderr io.Writer) error {
+	return o.withClient(ctx, func(ctx context.Context, c *clientv3.Client) error {
+		return o.backupWith(ctx, c, stdout, stderr)
+	})
+}
+
+func (o *etcdClientOptions) backupWith(ctx context.Context, c *clientv3.Client, stdout, stderr io.Writer) error {
 	w, where := stdout, "standard output"
 	var f *os.File
+	var err error
 	if o.file != "-" {
 		if f, err = os.OpenFile(o.file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
 			return err
@@ -172,8 +185,6 @@ func (o *etcdClientOptions) backup(ctx context.Context, stdout, stderr io.Writer
 }
 
 func (o *etcdClientOptions) restore(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
-	defer cancel()
 	r := stdin
 	if o.file != "-" {
 		f, err := os.Open(o.file)
@@ -183,11 +194,12 @@ func (o *etcdClientOptions) restore(ctx context.Context, stdin io.Reader, stdout
 		defer f.Close()
 		r = f
 	}
-	c, err := o.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
+	return o.withClient(ctx, func(ctx context.Context, c *clientv3.Client) error {
+		return o.restoreWith(ctx, c, r, stdout)
+	})
+}
+
+func (o *etcdClientOptions) restoreWith(ctx context.Context, c *clientv3.Client, r io.Reader, stdout io.Writer) error {
 	res, err := etcd.Restore(ctx, c, o.prefix, o.namespace, r)
 	for _, k := range res.Restored {
 		fmt.Fprintf(stdout, "restored %s\n", objectOfKey(o.prefix, k))
