@@ -30,7 +30,7 @@ func freeLoopbackPort(t *testing.T) int {
 // that asks for client certificates (overlays/ha's) with the certificate
 // flags, and are refused without them; a backup to a file that exists is
 // refused (it is never overwritten); what restore puts back is what was
-// backed up.
+// backed up; accept-empty-store marks only a store without Flocks, once.
 func TestBackupAndRestoreCommandsOverTLS(t *testing.T) {
 	dir := t.TempDir()
 	ca, kp, err := cluster.NewLoopbackEtcdTLS(dir)
@@ -67,8 +67,11 @@ func TestBackupAndRestoreCommandsOverTLS(t *testing.T) {
 		"--file=" + backupFile, "--timeout=20s"}
 	run := func(name string, args ...string) (string, error) {
 		cmd := newBackupCommand()
-		if name == "restore" {
+		switch name {
+		case "restore":
 			cmd = newRestoreCommand()
+		case "accept-empty-store":
+			cmd = newAcceptEmptyStoreCommand()
 		}
 		var out, errOut bytes.Buffer
 		cmd.SetArgs(args)
@@ -99,5 +102,30 @@ func TestBackupAndRestoreCommandsOverTLS(t *testing.T) {
 	got, err := c.Get(context.Background(), key)
 	if err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != "stored pg" {
 		t.Fatalf("after the restore: %v %v", got, err)
+	}
+
+	// accept-empty-store marks a store without Flocks, once; a store
+	// with Flocks is left to the server.
+	etcdFlags := tlsFlags[:4]
+	for _, step := range []struct {
+		del  bool
+		want string
+	}{
+		{false, "holds Flocks; a server marks it when it serves it: nothing to do"},
+		{true, "marked the store under " + defaultEtcdPathPrefix + " as served"},
+		{false, "is marked as served already"},
+	} {
+		if step.del {
+			if _, err := c.Delete(context.Background(), key); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if out, err := run("accept-empty-store", etcdFlags...); err != nil || !strings.Contains(out, step.want) {
+			t.Fatalf("accept-empty-store: %v\n%s\nwant %q", err, out, step.want)
+		}
+	}
+	state, err := etcd.ReadStoreState(context.Background(), c, defaultEtcdPathPrefix)
+	if err != nil || state.Mark == nil || !strings.Contains(state.Mark.Reason, "accept-empty-store") {
+		t.Fatalf("the store's mark after accept-empty-store: %+v, %v", state.Mark, err)
 	}
 }
