@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -257,18 +258,54 @@ func (c *Cluster) StartKwokNodeAgents(ctx context.Context) error {
 func (c *Cluster) WaitKwokNodeAgents(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
+	var last string
 	for {
 		ds, err := c.Kube.AppsV1().DaemonSets(FlockNamespace).Get(ctx, KwokNodeAgentName, metav1.GetOptions{})
+		nodes := c.kwokNodeCount(ctx)
 		if err == nil && ds.Status.ObservedGeneration == ds.Generation && ds.Status.DesiredNumberScheduled > 0 &&
-			ds.Status.NumberReady == ds.Status.DesiredNumberScheduled && ds.Status.DesiredNumberScheduled == int32(c.kwokNodeCount(ctx)) {
+			ds.Status.NumberReady == ds.Status.DesiredNumberScheduled && ds.Status.DesiredNumberScheduled == int32(nodes) {
 			return nil
+		}
+		if err != nil {
+			last = err.Error()
+		} else {
+			last = fmt.Sprintf("generation %d observed %d, %d kwok nodes, %d scheduled, %d Ready", ds.Generation, ds.Status.ObservedGeneration,
+				nodes, ds.Status.DesiredNumberScheduled, ds.Status.NumberReady)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the kwok nodes' agents not all Ready within 3 minutes (last: %v)", err)
+			return fmt.Errorf("the kwok nodes' agents not all Ready within 3 minutes (last: %s; %s)", last, c.kwokAgentsNotReady())
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// kwokAgentsNotReady names the kwok nodes' agent pods that are not Ready,
+// for the error of WaitKwokNodeAgents.
+func (c *Cluster) kwokAgentsNotReady() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pods, err := c.Kube.CoreV1().Pods(FlockNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "listing the agent pods: " + err.Error()
+	}
+	var out []string
+	for _, p := range pods.Items {
+		if ref := metav1.GetControllerOf(&p); ref == nil || ref.Kind != "DaemonSet" || ref.Name != KwokNodeAgentName {
+			continue
+		}
+		ready := false
+		for _, cond := range p.Status.Conditions {
+			ready = ready || (cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue)
+		}
+		if !ready {
+			out = append(out, fmt.Sprintf("%s on %q (%s)", p.Name, p.Spec.NodeName, p.Status.Phase))
+		}
+	}
+	if len(out) == 0 {
+		return "every agent pod is Ready"
+	}
+	return fmt.Sprintf("%d agent pods not Ready: %s", len(out), strings.Join(out[:min(len(out), 10)], ", "))
 }
 
 // kwokNodeCount is the number of kwok nodes (-1 when unknown).
