@@ -97,8 +97,7 @@ func TestEtcdLostThenRestoredFromBackup(t *testing.T) {
 	// Lost: the servers start on the empty etcd and refuse to serve it.
 	running := memberPodUIDs(t, ctx, ns, first)
 	claims := memberClaimUIDs(t, ctx, ns, first)
-	kcm := env.Component("kube-controller-manager")
-	kcmFrom := fileSize(kcm.LogFile)
+	kcmFrom := len(logLines("kube-controller-manager.log"))
 	loseFlockStore(t, ctx)
 	lost := time.Now()
 	refusal := waitRefused(t, ctx)
@@ -112,7 +111,10 @@ func TestEtcdLostThenRestoredFromBackup(t *testing.T) {
 	// NotFound, it deletes nothing.
 	var refusedGC string
 	if err := wait.PollUntilContextTimeout(ctx, time.Second, restoreTimeout, true, func(context.Context) (bool, error) {
-		refusedGC = logLineFrom(kcm.LogFile, kcmFrom, "refuses to serve Flocks")
+		lines := logLines("kube-controller-manager.log")
+		if i := slices.IndexFunc(lines[min(kcmFrom, len(lines)):], func(l string) bool { return strings.Contains(l, "refuses to serve Flocks") }); i >= 0 {
+			refusedGC = lines[kcmFrom+i]
+		}
 		return refusedGC != "", nil
 	}); err != nil {
 		t.Fatalf("kube-controller-manager's log shows no refused request for a Flock %s after the loss", restoreTimeout)
@@ -275,30 +277,6 @@ func httpGet(ctx context.Context, client *http.Client, url string) (int, string)
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	return resp.StatusCode, string(body)
-}
-
-// fileSize is the size of file now (0 when it cannot be read).
-func fileSize(file string) int64 {
-	fi, err := os.Stat(file)
-	if err != nil {
-		return 0
-	}
-	return fi.Size()
-}
-
-// logLineFrom returns the first line of file, from offset from on, that
-// contains s ("" if none).
-func logLineFrom(file string, from int64, s string) string {
-	data, err := os.ReadFile(file)
-	if err != nil || int64(len(data)) < from {
-		return ""
-	}
-	for l := range strings.Lines(string(data[from:])) {
-		if strings.Contains(l, s) {
-			return strings.TrimSpace(l)
-		}
-	}
-	return ""
 }
 
 // memberClaimUIDs returns the UIDs of f's members' claims, by ordinal.
