@@ -46,26 +46,22 @@ under Retain). A Flock restored later finds those volumes again.`,
 
 func (o *etcdClientOptions) acceptEmptyStore(ctx context.Context, stdout io.Writer) error {
 	return o.withClient(ctx, func(ctx context.Context, c *clientv3.Client) error {
-		return o.acceptEmptyStoreWith(ctx, c, stdout)
+		state, err := etcd.ReadStoreState(ctx, c, o.prefix)
+		if err != nil {
+			return err
+		}
+		if state.Mark != nil {
+			fmt.Fprintf(stdout, "the store under %s is marked as served already (%s, %s): nothing to do\n", o.prefix, state.Mark.Time.Format(time.RFC3339), state.Mark.Reason)
+			return nil
+		}
+		if state.Objects {
+			fmt.Fprintf(stdout, "the store under %s holds Flocks; a server marks it when it serves it: nothing to do\n", o.prefix)
+			return nil
+		}
+		if _, err := etcd.MarkStore(ctx, c, o.prefix, etcd.StoreMark{Time: time.Now().UTC(), Reason: "accepted empty (flock-apiserver accept-empty-store)"}); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "marked the store under %s as served: servers serve it within %s, and the garbage collector then deletes the members of the Flocks it lacks\n", o.prefix, apiserver.StoreGuardInterval)
+		return nil
 	})
-}
-
-func (o *etcdClientOptions) acceptEmptyStoreWith(ctx context.Context, c *clientv3.Client, stdout io.Writer) error {
-	state, err := etcd.ReadStoreState(ctx, c, o.prefix)
-	if err != nil {
-		return err
-	}
-	if state.Mark != nil {
-		fmt.Fprintf(stdout, "the store under %s is marked as served already (%s, %s): nothing to do\n", o.prefix, state.Mark.Time.Format(time.RFC3339), state.Mark.Reason)
-		return nil
-	}
-	if state.Objects {
-		fmt.Fprintf(stdout, "the store under %s holds Flocks; a server marks it when it serves it: nothing to do\n", o.prefix)
-		return nil
-	}
-	if _, err := etcd.MarkStore(ctx, c, o.prefix, etcd.StoreMark{Time: time.Now().UTC(), Reason: "accepted empty (flock-apiserver accept-empty-store)"}); err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "marked the store under %s as served: servers serve it within %s, and the garbage collector then deletes the members of the Flocks it lacks\n", o.prefix, apiserver.StoreGuardInterval)
-	return nil
 }

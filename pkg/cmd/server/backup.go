@@ -150,38 +150,34 @@ func (o *etcdClientOptions) withClient(ctx context.Context, f func(context.Conte
 
 func (o *etcdClientOptions) backup(ctx context.Context, stdout, stderr io.Writer) error {
 	return o.withClient(ctx, func(ctx context.Context, c *clientv3.Client) error {
-		return o.backupWith(ctx, c, stdout, stderr)
-	})
-}
-
-func (o *etcdClientOptions) backupWith(ctx context.Context, c *clientv3.Client, stdout, stderr io.Writer) error {
-	w, where := stdout, "standard output"
-	var f *os.File
-	var err error
-	if o.file != "-" {
-		if f, err = os.OpenFile(o.file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
-			return err
+		w, where := stdout, "standard output"
+		var f *os.File
+		var err error
+		if o.file != "-" {
+			if f, err = os.OpenFile(o.file, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
+				return err
+			}
+			w, where = f, o.file
 		}
-		w, where = f, o.file
-	}
-	h, n, err := etcd.Backup(ctx, c, o.prefix, o.namespace, w, time.Now())
-	if f != nil {
-		if cerr := f.Close(); err == nil {
-			err = cerr
+		h, n, err := etcd.Backup(ctx, c, o.prefix, o.namespace, w, time.Now())
+		if f != nil {
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				_ = os.Remove(o.file)
+			}
 		}
 		if err != nil {
-			_ = os.Remove(o.file)
+			return err
 		}
-	}
-	if err != nil {
-		return err
-	}
-	noun := "Flocks"
-	if n == 1 {
-		noun = "Flock"
-	}
-	fmt.Fprintf(stderr, "wrote %d %s (etcd revision %d, prefix %s) to %s\n", n, noun, h.Revision, h.Prefix, where)
-	return nil
+		noun := "Flocks"
+		if n == 1 {
+			noun = "Flock"
+		}
+		fmt.Fprintf(stderr, "wrote %d %s (etcd revision %d, prefix %s) to %s\n", n, noun, h.Revision, h.Prefix, where)
+		return nil
+	})
 }
 
 func (o *etcdClientOptions) restore(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
@@ -195,24 +191,20 @@ func (o *etcdClientOptions) restore(ctx context.Context, stdin io.Reader, stdout
 		r = f
 	}
 	return o.withClient(ctx, func(ctx context.Context, c *clientv3.Client) error {
-		return o.restoreWith(ctx, c, r, stdout)
+		res, err := etcd.Restore(ctx, c, o.prefix, o.namespace, r)
+		for _, k := range res.Restored {
+			fmt.Fprintf(stdout, "restored %s\n", objectOfKey(o.prefix, k))
+		}
+		for _, k := range res.Present {
+			fmt.Fprintf(stdout, "left as it is (the etcd holds it) %s\n", objectOfKey(o.prefix, k))
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "%d restored, %d left as they are (backup of %s, etcd revision %d)\n",
+			len(res.Restored), len(res.Present), res.Header.Time.Format(time.RFC3339), res.Header.Revision)
+		return nil
 	})
-}
-
-func (o *etcdClientOptions) restoreWith(ctx context.Context, c *clientv3.Client, r io.Reader, stdout io.Writer) error {
-	res, err := etcd.Restore(ctx, c, o.prefix, o.namespace, r)
-	for _, k := range res.Restored {
-		fmt.Fprintf(stdout, "restored %s\n", objectOfKey(o.prefix, k))
-	}
-	for _, k := range res.Present {
-		fmt.Fprintf(stdout, "left as it is (the etcd holds it) %s\n", objectOfKey(o.prefix, k))
-	}
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "%d restored, %d left as they are (backup of %s, etcd revision %d)\n",
-		len(res.Restored), len(res.Present), res.Header.Time.Format(time.RFC3339), res.Header.Revision)
-	return nil
 }
 
 // objectOfKey names the object a key holds: <resource>/<namespace>/<name>.
