@@ -96,9 +96,6 @@ func (g *StoreGuard) Refusal() string {
 // Check decides once, and opens the guard when the store may be served
 // (it then marks the store). It returns what it found, for the log.
 func (g *StoreGuard) Check(ctx context.Context) (string, error) {
-	if g.Refusal() == "" {
-		return "serving", nil
-	}
 	state, err := etcd.ReadStoreState(ctx, g.kv, g.prefix)
 	if err != nil {
 		return "", err
