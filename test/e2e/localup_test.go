@@ -78,9 +78,7 @@ func TestLocalUp(t *testing.T) {
 				<-exited
 			}
 		}
-		if t.Failed() {
-			t.Logf("make local-up (%v) stdout:\n%s\nstderr (tail):\n%s", waitErr, stdout.String(), tail(stderr.String(), 40))
-		}
+		keepLocalUpOutput(t, fresh, fmt.Sprintf("make local-up: %v", waitErr), stdout.String(), stderr.String())
 	})
 	lr := newLineReader(pr)
 	line := lr.waitFor(t, regexp.MustCompile(`^\s*export KUBECONFIG=`), 6*time.Minute)
@@ -271,6 +269,27 @@ next:
 		out = append(out, kv)
 	}
 	return out
+}
+
+// keepLocalUpOutput, when t failed, keeps what a local-up run in the fresh
+// checkout printed and its components' logs (which go with t's temporary
+// directory) in the suite's log directory, and says where. It logs only a
+// few lines itself, so that t's own errors stay at the end of a CI
+// excerpt, right above.
+func keepLocalUpOutput(t *testing.T, fresh, how, stdout, stderr string) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	dir := filepath.Join(env.LogDir(), t.Name())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Logf("%s; keeping its output: %v", how, err)
+		return
+	}
+	err := os.CopyFS(filepath.Join(dir, "logs"), os.DirFS(filepath.Join(fresh, "_output", "local-up", "logs")))
+	err = errors.Join(err, os.WriteFile(filepath.Join(dir, "stdout.txt"), []byte(stdout), 0o644),
+		os.WriteFile(filepath.Join(dir, "stderr.txt"), []byte(stderr), 0o644))
+	t.Logf("%s; its output and logs are kept in %s (%v); stderr's last lines:\n%s", how, dir, err, tail(stderr, 5))
 }
 
 func tail(s string, n int) string {

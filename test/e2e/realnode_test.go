@@ -232,8 +232,8 @@ func TestRealNodeLocalUp(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() {
-		_ = stop()
-		t.Logf("local-up stdout:\n%s\nstderr (tail):\n%s", stdout.String(), tail(stderr.String(), 40))
+		err := stop()
+		keepLocalUpOutput(t, fresh, fmt.Sprintf("local-up REAL_NODES=1 (stopping it in clean-up: %v)", err), stdout.String(), stderr.String())
 	})
 	line := newLineReader(pr).waitFor(t, regexp.MustCompile(`^\s*export KUBECONFIG=`), 5*time.Minute)
 	kubeconfig := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "export KUBECONFIG="))
@@ -260,12 +260,21 @@ func TestRealNodeLocalUp(t *testing.T) {
 		}
 		return nil
 	})
-	if out, err := k("logs", "real-0"); err != nil || !strings.Contains(out, "flock-test: sleeping") {
-		t.Errorf("kubectl logs real-0: %v\n%s", err, out)
-	}
-	if out, err := k("exec", "real-0", "--", "/flock-test", "dns", "a", "real-0.real.default.svc.cluster.local."); err != nil || !strings.HasPrefix(out, "10.88.1.") {
-		t.Errorf("kubectl exec real-0 (its own name from inside): %v\n%s", err, out)
-	}
+	// Ready does not wait for the container's first line to reach its log
+	// file, nor for cluster DNS to have seen the member's address: both
+	// follow within moments, so both are polled.
+	eventually(t, time.Minute, "kubectl logs real-0 shows the image's first line", func(context.Context) error {
+		if out, err := k("logs", "real-0"); err != nil || !strings.Contains(out, "flock-test: sleeping") {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
+	eventually(t, time.Minute, "kubectl exec real-0 resolves its own name from inside", func(context.Context) error {
+		if out, err := k("exec", "real-0", "--", "/flock-test", "dns", "a", "real-0.real.default.svc.cluster.local."); err != nil || !strings.HasPrefix(out, "10.88.1.") {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		return nil
+	})
 
 	if err := stop(); err != nil {
 		t.Errorf("local-up after SIGTERM: %v, want exit 0\n%s", err, tail(stderr.String(), 20))
