@@ -308,10 +308,13 @@ func TestRealNodeDataSurvivesPodRecreation(t *testing.T) {
 	if err != nil || string(onHost) != token {
 		t.Fatalf("host file %s: %q, %v; want %q", hostFile, onHost, err, token)
 	}
-	logs, err := env.Kubectl(ctxFor(t), env.KubectlBuilt(), "logs", "-n", ns, pod.Name, "-c", "app")
-	if err != nil || !strings.Contains(logs.Stdout, "flock-test: sleeping") {
-		t.Errorf("kubectl logs: %v, %+v", err, logs)
-	}
+	eventually(t, time.Minute, "kubectl logs shows the image's first line", func(ctx context.Context) error {
+		logs, err := env.Kubectl(ctx, env.KubectlBuilt(), "logs", "-n", ns, pod.Name, "-c", "app")
+		if err != nil || !strings.Contains(logs.Stdout, "flock-test: sleeping") {
+			return fmt.Errorf("%v, %+v", err, logs)
+		}
+		return nil
+	})
 
 	kubectl(t, env.KubectlBuilt(), "delete", "pod", "-n", ns, pod.Name)
 	again := waitRealMember(t, ns, pod.Name, node.Name, string(pod.UID))
