@@ -258,36 +258,34 @@ func (c *Cluster) StartKwokNodeAgents(ctx context.Context) error {
 func (c *Cluster) WaitKwokNodeAgents(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	var last string
 	for {
 		ds, err := c.Kube.AppsV1().DaemonSets(FlockNamespace).Get(ctx, KwokNodeAgentName, metav1.GetOptions{})
-		nodes := c.kwokNodeCount(ctx)
 		if err == nil && ds.Status.ObservedGeneration == ds.Generation && ds.Status.DesiredNumberScheduled > 0 &&
-			ds.Status.NumberReady == ds.Status.DesiredNumberScheduled && ds.Status.DesiredNumberScheduled == int32(nodes) {
+			ds.Status.NumberReady == ds.Status.DesiredNumberScheduled && ds.Status.DesiredNumberScheduled == int32(c.kwokNodeCount(ctx)) {
 			return nil
-		}
-		if err != nil {
-			last = err.Error()
-		} else {
-			last = fmt.Sprintf("generation %d observed %d, %d kwok nodes, %d scheduled, %d Ready", ds.Generation, ds.Status.ObservedGeneration,
-				nodes, ds.Status.DesiredNumberScheduled, ds.Status.NumberReady)
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the kwok nodes' agents not all Ready within 3 minutes (last: %s; %s)", last, c.kwokAgentsNotReady())
+			return fmt.Errorf("the kwok nodes' agents not all Ready within 3 minutes (%s)", c.kwokAgentsReport(ds, err))
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }
 
-// kwokAgentsNotReady names the kwok nodes' agent pods that are not Ready,
-// for the error of WaitKwokNodeAgents.
-func (c *Cluster) kwokAgentsNotReady() string {
+// kwokAgentsReport says, for the error of WaitKwokNodeAgents, what the
+// last read of the agents' DaemonSet found, how many kwok nodes there are,
+// and which agent pods are not Ready.
+func (c *Cluster) kwokAgentsReport(ds *appsv1.DaemonSet, dsErr error) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	last := fmt.Sprintf("last: %v", dsErr)
+	if dsErr == nil {
+		last = fmt.Sprintf("last: generation %d observed %d, %d kwok nodes, %d scheduled, %d Ready", ds.Generation, ds.Status.ObservedGeneration,
+			c.kwokNodeCount(ctx), ds.Status.DesiredNumberScheduled, ds.Status.NumberReady)
+	}
 	pods, err := c.Kube.CoreV1().Pods(FlockNamespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return "listing the agent pods: " + err.Error()
+		return last + "; listing the agent pods: " + err.Error()
 	}
 	var out []string
 	for _, p := range pods.Items {
@@ -303,9 +301,9 @@ func (c *Cluster) kwokAgentsNotReady() string {
 		}
 	}
 	if len(out) == 0 {
-		return "every agent pod is Ready"
+		return last + "; every agent pod is Ready"
 	}
-	return fmt.Sprintf("%d agent pods not Ready: %s", len(out), strings.Join(out[:min(len(out), 10)], ", "))
+	return fmt.Sprintf("%s; %d agent pods not Ready: %s", last, len(out), strings.Join(out[:min(len(out), 10)], ", "))
 }
 
 // kwokNodeCount is the number of kwok nodes (-1 when unknown).
