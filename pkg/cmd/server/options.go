@@ -276,7 +276,7 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	fs.StringVar(&o.ControllerKubeconfig, "controller-kubeconfig", o.ControllerKubeconfig,
 		"Kubeconfig of the identity that creates member pods in the core cluster: the embedded controller, and the dry-run of each Flock's member pod at admission. Give the controller its own ServiceAccount; empty uses the server's own --kubeconfig (or in-cluster) identity.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Number of Flocks synced concurrently.")
-	fs.IntVar(&o.MemberParallelism, "member-parallelism", o.MemberParallelism, "Number of members of one Parallel Flock whose volumes, claims and pods a sync writes at the same time (1: one after another).")
+	fs.IntVar(&o.MemberParallelism, "member-parallelism", o.MemberParallelism, "Number of members of one Parallel Flock whose volumes, claims and pods a sync writes at the same time, and of members of any Flock whose pods and data a cleanup under a Delete retention policy deletes at the same time (1: one after another).")
 	fs.Float32Var(&o.KubeAPIQPS, "kube-api-qps", o.KubeAPIQPS, "Queries per second of each of the controller's three clients of the core cluster (member pods and Services; members' volumes and claims; helper pods), as kube-controller-manager's applies to each of its controllers.")
 	fs.IntVar(&o.KubeAPIBurst, "kube-api-burst", o.KubeAPIBurst, "Burst of each of the controller's three clients of the core cluster.")
 	fs.StringVar(&o.HelperImage, "helper-image", o.HelperImage,

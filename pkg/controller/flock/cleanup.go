@@ -101,17 +101,25 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 		fc.event(f, corev1.EventTypeNormal, "DataCleanupSkipped",
 			"the Flock is deleted with orphaned dependents: its pods keep running, so their data is kept")
 	}
-	// While the Flock is deleted, its member pods go first.
-	for _, d := range plan.deletions {
-		errs = append(errs, fc.deletePod(ctx, f, d.pod, d.why, d.force))
-	}
+	// While the Flock is deleted, its member pods go first. The members'
+	// writes and reads are sent at once, as their creates are
+	// (eachMember): one after another, a 500-member Flock's deletion took
+	// syncs of up to 31 s, most of it round trips.
+	deleted := make([]error, len(plan.deletions))
+	fc.eachMember(len(plan.deletions), func(i int) {
+		d := plan.deletions[i]
+		deleted[i] = fc.deletePod(ctx, f, d.pod, d.why, d.force)
+	})
+	errs = append(errs, deleted...)
 	out.pending, out.messages = plan.pending, plan.messages
-	for _, m := range plan.remove {
-		ord := m.Ordinal
-		st, err := fc.data.remove(ctx, f, m, nodes[m.Node], now)
-		if err != nil {
-			errs = append(errs, err)
-		}
+	states, removeErrs := make([]removeState, len(plan.remove)), make([]error, len(plan.remove))
+	fc.eachMember(len(plan.remove), func(i int) {
+		m := plan.remove[i]
+		states[i], removeErrs[i] = fc.data.remove(ctx, f, m, nodes[m.Node], now)
+	})
+	errs = append(errs, removeErrs...)
+	for i, m := range plan.remove {
+		ord, st := m.Ordinal, states[i]
 		if st.done {
 			delete(out.pending, ord)
 			out.done[ord] = m.Node

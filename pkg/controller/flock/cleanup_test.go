@@ -287,6 +287,68 @@ func TestDeleteWithDeleteRetentionRemovesDataThenReleasesTheFlock(t *testing.T) 
 	}
 }
 
+// A Flock deleted under whenDeleted: Delete sends its members' writes at
+// once, as a sync sends their creates (Options.MemberParallelism): the
+// three member pods' deletes are in flight together, then the three
+// cleanup helpers' creates (a barrier, bounded at 10 s, that writes one
+// after another would only pass by its timeout); nothing is left when the
+// Flock goes.
+func TestDeleteRemovesItsMembersAtOnce(t *testing.T) {
+	f := newFixtureWithConfig(t, fixtureConfig{verbosity: 4, memberParallelism: 4}, "n-a", "n-b", "n-c")
+	f.members.graceful = true
+	f.createFlock(withRetention(newFlock("pg", 3), v1alpha1.RetainRetentionPolicy, v1alpha1.DeleteRetentionPolicy))
+	f.settle("pg")
+	f.deleteFlock("pg")
+
+	deletes := newInFlight(3)
+	f.members.beforeWrite = func(p *corev1.Pod) {
+		if p.Namespace == testNamespace {
+			deletes.wait()
+		}
+	}
+	f.mustSync("pg")
+	if most := deletes.most(); most < 3 {
+		t.Errorf("at most %d member pod deletes were in flight at once, want 3", most)
+	}
+	if got := f.members.ops[len(f.members.ops)-3:]; len(slices.DeleteFunc(slices.Clone(got), func(op string) bool { return strings.HasPrefix(op, "delete pg-") })) != 0 {
+		t.Fatalf("last ops = %v, want the three member pods' deletes", got)
+	}
+	f.finishTerminating()
+	cleanups := newInFlight(3)
+	f.members.beforeWrite = func(p *corev1.Pod) {
+		if p.Labels[LabelHelper] == HelperCleanup {
+			cleanups.wait()
+		}
+	}
+	f.mustSync("pg")
+	if most := cleanups.most(); most < 3 {
+		t.Errorf("at most %d cleanup helper creates were in flight at once, want 3", most)
+	}
+	for ord := range int32(3) {
+		if h := f.helperPod("pg", HelperCleanup, ord); h == nil {
+			t.Errorf("member %d has no cleanup helper", ord)
+		}
+	}
+	f.members.beforeWrite = nil
+
+	f.runPods()
+	f.runPods()
+	for i := 0; i < 10 && f.flockExists("pg"); i++ {
+		f.mustSync("pg")
+		f.finishTerminating()
+	}
+	if f.flockExists("pg") {
+		t.Fatalf("the Flock is still there: %+v", f.getFlock("pg").Status)
+	}
+	f.finishTerminating()
+	if got := f.podNames(); len(got) != 0 {
+		t.Errorf("pods left: %v", got)
+	}
+	if len(f.helpers("pg")) != 0 || len(f.data.volumes) != 0 || len(f.data.claims) != 0 {
+		t.Errorf("left: helpers %v, volumes %v, claims %v", f.helpers("pg"), f.data.volumes, f.data.claims)
+	}
+}
+
 // A Flock deleted right after a sync made its member's volume, claim and
 // prepare helper, while the caches have not seen them yet (the fault suite
 // found the volume left after kube-apiserver restarted): the removal reads

@@ -240,30 +240,13 @@ func TestMemberPodIdentity(t *testing.T) {
 // volume, claim and pod, each on its own node.
 func TestParallelMembersAreWrittenAtOnce(t *testing.T) {
 	f := newFixtureWithConfig(t, fixtureConfig{verbosity: 4, memberParallelism: 4}, "n-a", "n-b", "n-c")
-	var mu sync.Mutex
-	inFlight, most := 0, 0
-	all := make(chan struct{})
-	f.data.beforeCreateClaim = func() {
-		mu.Lock()
-		inFlight++
-		most = max(most, inFlight)
-		if inFlight == 3 {
-			close(all)
-		}
-		mu.Unlock()
-		select {
-		case <-all:
-		case <-time.After(10 * time.Second):
-		}
-		mu.Lock()
-		inFlight--
-		mu.Unlock()
-	}
+	claims := newInFlight(3)
+	f.data.beforeCreateClaim = claims.wait
 	fl := newFlock("pg", 3)
 	fl.Spec.PodManagementPolicy = v1alpha1.ParallelPodManagement
 	f.createFlock(fl)
 	f.mustSync("pg")
-	if most != 3 {
+	if most := claims.most(); most != 3 {
 		t.Errorf("at most %d claim creates were in flight at once, want 3 (one per member)", most)
 	}
 	if got := f.podNames(); !slices.Equal(got, []string{"pg-0", "pg-1", "pg-2"}) {
@@ -285,6 +268,43 @@ func TestParallelMembersAreWrittenAtOnce(t *testing.T) {
 		}
 	}
 	f.check()
+}
+
+// inFlight is a barrier for calls that a sync should make at once: each
+// call waits until want calls are in flight together, or at most 10 s (so
+// that calls made one after another pass, slowly), and most reports how
+// many were in flight at once.
+type inFlight struct {
+	want int
+	all  chan struct{}
+
+	mu        sync.Mutex
+	now, peak int
+}
+
+func newInFlight(want int) *inFlight { return &inFlight{want: want, all: make(chan struct{})} }
+
+func (b *inFlight) wait() {
+	b.mu.Lock()
+	b.now++
+	b.peak = max(b.peak, b.now)
+	if b.now == b.want {
+		close(b.all)
+	}
+	b.mu.Unlock()
+	select {
+	case <-b.all:
+	case <-time.After(10 * time.Second):
+	}
+	b.mu.Lock()
+	b.now--
+	b.mu.Unlock()
+}
+
+func (b *inFlight) most() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.peak
 }
 
 // namespaceTerminatingError is kube-apiserver's refusal of a create in a

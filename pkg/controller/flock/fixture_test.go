@@ -85,6 +85,9 @@ type fakeMemberControl struct {
 	ops []string
 	// mu makes the fake safe for a sync's members written at once.
 	mu sync.Mutex
+	// beforeWrite, when set, runs at the start of CreatePod, DeletePod
+	// and ForceDeletePod, outside mu.
+	beforeWrite func(pod *corev1.Pod)
 }
 
 func newFakeMemberControl(pods, services cache.Indexer, clk *testingclock.FakeClock) *fakeMemberControl {
@@ -188,6 +191,9 @@ func (c *fakeMemberControl) deleteUncached(pod *corev1.Pod, op string) bool {
 }
 
 func (c *fakeMemberControl) CreatePod(_ context.Context, pod *corev1.Pod) error {
+	if c.beforeWrite != nil {
+		c.beforeWrite(pod)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.fail("CreatePod"); err != nil {
@@ -230,6 +236,9 @@ func (c *fakeMemberControl) deliverCreated() error {
 }
 
 func (c *fakeMemberControl) DeletePod(_ context.Context, pod *corev1.Pod) error {
+	if c.beforeWrite != nil {
+		c.beforeWrite(pod)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.fail("DeletePod"); err != nil {
@@ -261,6 +270,9 @@ func (c *fakeMemberControl) DeletePod(_ context.Context, pod *corev1.Pod) error 
 }
 
 func (c *fakeMemberControl) ForceDeletePod(_ context.Context, pod *corev1.Pod) error {
+	if c.beforeWrite != nil {
+		c.beforeWrite(pod)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.fail("ForceDeletePod"); err != nil {

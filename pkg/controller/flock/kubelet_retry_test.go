@@ -55,8 +55,18 @@ func startPodRetries(ctx context.Context, t *testing.T, client *k8sfake.Clientse
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(ctx)
 	factory.Start(ctx.Done())
-	go c.Run(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		c.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+		factory.Shutdown()
+	})
 	return recorder
 }
 
@@ -194,7 +204,10 @@ func TestSchedulerRetry(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer func(d time.Duration) { schedulerRetryDelay = d }(schedulerRetryDelay)
+	// Put back once the controller has stopped (startPodRetries' cleanup
+	// comes first).
+	delay := schedulerRetryDelay
+	t.Cleanup(func() { schedulerRetryDelay = delay })
 	schedulerRetryDelay = 20 * time.Millisecond
 
 	refused := func(name string, uid types.UID, message string) (*corev1.Pod, *corev1.PersistentVolumeClaim) {

@@ -297,23 +297,30 @@ func (o memberOutcome) record(ord int32, changed map[int32]bool, dataBlocked map
 // controller, too, creates a Parallel set's pods concurrently).
 func (fc *defaultFlockControl) syncMembersInParallel(ctx context.Context, s *snapshot, ords []int32, plan updatePlan) []memberOutcome {
 	out := make([]memberOutcome, len(ords))
-	if len(ords) == 1 || fc.opts.MemberParallelism <= 1 {
-		for i, ord := range ords {
-			out[i] = fc.syncMember(ctx, s, ord, plan)
+	fc.eachMember(len(ords), func(i int) { out[i] = fc.syncMember(ctx, s, ords[i], plan) })
+	return out
+}
+
+// eachMember runs do(i) for i from 0 to n-1, at most
+// Options.MemberParallelism at a time (one after another when that is 1),
+// and returns once all have.
+func (fc *defaultFlockControl) eachMember(n int, do func(i int)) {
+	if n == 1 || fc.opts.MemberParallelism <= 1 {
+		for i := range n {
+			do(i)
 		}
-		return out
+		return
 	}
 	sem := make(chan struct{}, fc.opts.MemberParallelism)
 	var wg sync.WaitGroup
-	for i, ord := range ords {
+	for i := range n {
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			out[i] = fc.syncMember(ctx, s, ord, plan)
+			do(i)
 		})
 	}
 	wg.Wait()
-	return out
 }
 
 // syncMember writes what planMember decides for member ord. It reads s

@@ -40,8 +40,11 @@ type Options struct {
 	// no positive number (default 1).
 	Workers int
 	// MemberParallelism is how many members of one Parallel Flock a sync
-	// writes for at the same time, each member's writes in order (default
-	// DefaultMemberParallelism; 1: one member after another).
+	// writes for at the same time, and how many members' pods and data
+	// the cleanup of any Flock deletes at the same time (a Flock deleted,
+	// or scaled down, under a Delete retention policy); each member's
+	// writes in order (default DefaultMemberParallelism; 1: one member
+	// after another).
 	MemberParallelism int
 	// NodeAgentGrace is how long a member's new data directory waits for
 	// the node agent of its node (pkg/nodeagent), when one is Ready there,

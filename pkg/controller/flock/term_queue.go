@@ -78,18 +78,24 @@ func (t *termQueue) newTerm(refill func(add func(string))) workqueue.TypedRateLi
 }
 
 // work runs workers goroutines that sync the keys of q, a term's queue,
-// until ctx ends. A key whose sync fails is retried with backoff and the
-// error logged as failed, unless every write the sync could not make was
-// refused because the namespace is being deleted (not retried; see
-// Controller.sync) or no longer exists (retried without the error log).
-func work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], workers int, sync func(context.Context, string) error, failed string) {
+// until ctx ends; then it shuts q down and returns once the workers have
+// stopped. A key whose sync fails is retried with backoff and the error
+// logged as failed, unless every write the sync could not make was refused
+// because the namespace is being deleted (not retried; see Controller.sync)
+// or no longer exists (retried without the error log).
+func work(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], workers int, syncKey func(context.Context, string) error, failed string) {
+	var wg sync.WaitGroup
 	for range max(workers, 1) {
-		go wait.UntilWithContext(ctx, func(ctx context.Context) {
-			for processNext(ctx, q, sync, failed) {
-			}
-		}, time.Second)
+		wg.Go(func() {
+			wait.UntilWithContext(ctx, func(ctx context.Context) {
+				for processNext(ctx, q, syncKey, failed) {
+				}
+			}, time.Second)
+		})
 	}
 	<-ctx.Done()
+	q.ShutDown()
+	wg.Wait()
 }
 
 func processNext(ctx context.Context, q workqueue.TypedRateLimitingInterface[string], sync func(context.Context, string) error, failed string) bool {
