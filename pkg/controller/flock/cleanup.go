@@ -78,15 +78,19 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 		return out, nil
 	}
 	var errs []error
+	var reads *sharedReads
 	if scope.all && !usesClaimTemplate(f) {
 		// Members a scale down left with their data (whenScaled: Retain)
 		// are no longer in status; their volumes say where they were. They
 		// are listed from the API server: a volume made just before the
 		// deletion may not be in the cache yet (the fault suite saw one
-		// left behind after kube-apiserver restarted).
+		// left behind after kube-apiserver restarted). The members'
+		// removals look their volumes up in this list (sharedReads).
 		vols, err := fc.data.data.ListVolumesLive(ctx, labels.SelectorFromSet(labels.Set{LabelFlockUID: string(f.UID)}))
 		if err != nil {
 			errs = append(errs, err)
+		} else {
+			reads = newSharedReads(vols)
 		}
 		members = withRetainedMembers(f, members, vols, nodes)
 	}
@@ -115,7 +119,7 @@ func (fc *defaultFlockControl) syncCleanup(ctx context.Context, f *v1alpha1.Floc
 	states, removeErrs := make([]removeState, len(plan.remove)), make([]error, len(plan.remove))
 	fc.eachMember(len(plan.remove), func(i int) {
 		m := plan.remove[i]
-		states[i], removeErrs[i] = fc.data.remove(ctx, f, m, nodes[m.Node], now)
+		states[i], removeErrs[i] = fc.data.remove(ctx, f, m, nodes[m.Node], now, reads)
 	})
 	errs = append(errs, removeErrs...)
 	for i, m := range plan.remove {

@@ -349,6 +349,39 @@ func TestDeleteRemovesItsMembersAtOnce(t *testing.T) {
 	}
 }
 
+// The removals of one sync share their reads of the API server: a member's
+// volume is looked up in the sync's one live list of the Flock's volumes,
+// and the helper pods a member's last step looks for come from one live
+// list a sync, not one a member (at 500 members, 1,000 round trips a sync).
+func TestDeleteSharesItsReadsAcrossMembers(t *testing.T) {
+	f := newFixture(t, "n-a", "n-b", "n-c")
+	f.members.graceful = true
+	f.createFlock(withRetention(newFlock("pg", 3), v1alpha1.RetainRetentionPolicy, v1alpha1.DeleteRetentionPolicy))
+	f.settle("pg")
+	f.deleteFlock("pg")
+	most := 0
+	for i := 0; i < 20 && f.flockExists("pg"); i++ {
+		before := f.members.calls["ListPodsLive"]
+		f.mustSync("pg")
+		most = max(most, f.members.calls["ListPodsLive"]-before)
+		f.runPods()
+		f.finishTerminating()
+	}
+	if f.flockExists("pg") {
+		t.Fatalf("the Flock is still there: %+v", f.getFlock("pg").Status)
+	}
+	if most > 2 {
+		t.Errorf("a sync listed pods from the API server %d times, want at most 2 (the members' helpers once, and the last look before the finalizer goes)", most)
+	}
+	if f.data.liveVolumeGets != 0 {
+		t.Errorf("%d volumes read one by one from the API server, want none (the sync's list has them)", f.data.liveVolumeGets)
+	}
+	f.finishTerminating()
+	if len(f.helpers("pg")) != 0 || len(f.data.volumes) != 0 || len(f.data.claims) != 0 {
+		t.Errorf("left: helpers %v, volumes %v, claims %v", f.helpers("pg"), f.data.volumes, f.data.claims)
+	}
+}
+
 // A Flock deleted right after a sync made its member's volume, claim and
 // prepare helper, while the caches have not seen them yet (the fault suite
 // found the volume left after kube-apiserver restarted): the removal reads

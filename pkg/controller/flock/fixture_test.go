@@ -168,6 +168,9 @@ func (c *fakeMemberControl) GetPodLive(_ context.Context, namespace, name string
 func (c *fakeMemberControl) ListPodsLive(_ context.Context, namespace string, selector labels.Selector) ([]*corev1.Pod, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if err := c.fail("ListPodsLive"); err != nil {
+		return nil, err
+	}
 	out := listMatching[*corev1.Pod](c.pods, namespace, selector)
 	for _, p := range c.uncachedPods {
 		if p.Namespace == namespace && selector.Matches(labels.Set(p.Labels)) {

@@ -73,18 +73,29 @@ func (d *dataSyncer) runHelper(ctx context.Context, f *v1alpha1.Flock, m v1alpha
 // gone. live lists them from the API server (the last look before nothing
 // of a member may be left), not the cache.
 func (d *dataSyncer) deleteHelpers(ctx context.Context, f *v1alpha1.Flock, ordinal int32, job string, live bool) error {
+	helpers, err := d.listHelpers(ctx, f, job, live)
+	if err != nil {
+		return err
+	}
+	return d.deleteListedHelpers(ctx, helpers, f, ordinal)
+}
+
+// listHelpers lists the helper pods of Flock f (by UID) for job (any when
+// ""), from the API server when live, else from the cache.
+func (d *dataSyncer) listHelpers(ctx context.Context, f *v1alpha1.Flock, job string, live bool) ([]*corev1.Pod, error) {
 	sel := labels.Set{LabelFlockUID: string(f.UID)}
 	if job != "" {
 		sel[LabelHelper] = job
 	}
-	list := d.pods.ListPods
 	if live {
-		list = func(ns string, s labels.Selector) ([]*corev1.Pod, error) { return d.pods.ListPodsLive(ctx, ns, s) }
+		return d.pods.ListPodsLive(ctx, d.helperNamespace, labels.SelectorFromSet(sel))
 	}
-	helpers, err := list(d.helperNamespace, labels.SelectorFromSet(sel))
-	if err != nil {
-		return err
-	}
+	return d.pods.ListPods(d.helperNamespace, labels.SelectorFromSet(sel))
+}
+
+// deleteListedHelpers deletes those of helpers (Flock f's) that are for
+// ordinal (any when ordinal < 0) and not terminating.
+func (d *dataSyncer) deleteListedHelpers(ctx context.Context, helpers []*corev1.Pod, f *v1alpha1.Flock, ordinal int32) error {
 	var errs []error
 	for _, h := range helpers {
 		if ord, ok := helperOrdinal(f.UID, h); !ok || (ordinal >= 0 && ord != ordinal) || isTerminating(h) {

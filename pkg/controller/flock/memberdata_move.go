@@ -43,7 +43,7 @@ func (d *dataSyncer) removeLeftData(ctx context.Context, f *v1alpha1.Flock, m v1
 	}
 	left := m
 	left.Node = old.Name
-	st, err := d.remove(ctx, f, left, old, now)
+	st, err := d.remove(ctx, f, left, old, now, nil)
 	if st.done {
 		return dataState{}, false, err
 	}

@@ -7,6 +7,7 @@ package flock
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,12 +26,62 @@ type removeState struct {
 	requeue time.Duration
 }
 
+// sharedReads are reads of the API server that the removals of one sync
+// share, where each member's would otherwise make its own: the Flock's
+// volumes, listed at the sync's start, and its helper pods, listed by the
+// first member that needs them (a member's last step, after which no
+// helper of its is made in the sync). nil: each member reads for itself.
+type sharedReads struct {
+	// volumes are the Flock's PersistentVolumes by name (nil: not listed).
+	volumes map[string]*corev1.PersistentVolume
+
+	helpersOnce sync.Once
+	helpers     []*corev1.Pod
+	helpersErr  error
+}
+
+// newSharedReads returns the shared reads of a sync whose live list of the
+// Flock's volumes is vols.
+func newSharedReads(vols []*corev1.PersistentVolume) *sharedReads {
+	r := &sharedReads{volumes: make(map[string]*corev1.PersistentVolume, len(vols))}
+	for _, pv := range vols {
+		r.volumes[pv.Name] = pv
+	}
+	return r
+}
+
+// volumeLive reads the PersistentVolume name from the API server, or from
+// the sync's live list of the Flock's volumes when there is one.
+func (d *dataSyncer) volumeLive(ctx context.Context, r *sharedReads, name string) (*corev1.PersistentVolume, error) {
+	if r == nil || r.volumes == nil {
+		return d.data.GetVolumeLive(ctx, name)
+	}
+	if pv, ok := r.volumes[name]; ok {
+		return pv, nil
+	}
+	return nil, apierrors.NewNotFound(corev1.Resource("persistentvolumes"), name)
+}
+
+// deleteMemberHelpers deletes the helper pods of member ord of f, listed
+// from the API server: once a sync when r is set, else now.
+func (d *dataSyncer) deleteMemberHelpers(ctx context.Context, f *v1alpha1.Flock, ord int32, r *sharedReads) error {
+	if r == nil {
+		return d.deleteHelpers(ctx, f, ord, "", true)
+	}
+	r.helpersOnce.Do(func() { r.helpers, r.helpersErr = d.listHelpers(ctx, f, "", true) })
+	if r.helpersErr != nil {
+		return r.helpersErr
+	}
+	return d.deleteListedHelpers(ctx, r.helpers, f, ord)
+}
+
 // remove deletes member m's data under the Delete retention policy, once
 // its pod is gone: the directory (a helper pod on its node, skipped with an
 // event when the node is gone), then the claim, then the PersistentVolume.
 // With a claim template only the claim is deleted (its StorageClass's
 // reclaim policy decides about the volume). node is m's node, nil when gone.
-func (d *dataSyncer) remove(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, node *corev1.Node, now time.Time) (removeState, error) {
+// reads, when set, are the sync's shared reads (see sharedReads).
+func (d *dataSyncer) remove(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.FlockMember, node *corev1.Node, now time.Time, reads *sharedReads) (removeState, error) {
 	ord := m.Ordinal
 	claimName := ClaimName(f, ord)
 	pvName := PersistentVolumeName(f.UID, ord)
@@ -44,7 +95,7 @@ func (d *dataSyncer) remove(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 	if !usesClaimTemplate(f) {
 		got, err := d.data.GetVolume(pvName)
 		if apierrors.IsNotFound(err) {
-			got, err = d.data.GetVolumeLive(ctx, pvName)
+			got, err = d.volumeLive(ctx, reads, pvName)
 		}
 		switch {
 		case err == nil && volumeConflict(f, ord, got) == "":
@@ -104,7 +155,7 @@ func (d *dataSyncer) remove(ctx context.Context, f *v1alpha1.Flock, m v1alpha1.F
 		}
 		return removeState{message: fmt.Sprintf("waiting for PersistentVolume %s to be deleted", pvName)}, nil
 	}
-	if err := d.deleteHelpers(ctx, f, ord, "", true); err != nil {
+	if err := d.deleteMemberHelpers(ctx, f, ord, reads); err != nil {
 		return removeState{message: "deleting helper pods"}, err
 	}
 	return removeState{done: true}, nil

@@ -59,6 +59,8 @@ type fakeDataControl struct {
 	beforeCreateClaim func()
 	// failCreateClaim, when set, is the error of the next CreateClaim.
 	failCreateClaim error
+	// liveVolumeGets counts GetVolumeLive's calls.
+	liveVolumeGets int
 }
 
 func newFakeDataControl() *fakeDataControl {
@@ -82,6 +84,7 @@ func (c *fakeDataControl) hide() {
 func (c *fakeDataControl) GetVolumeLive(_ context.Context, name string) (*corev1.PersistentVolume, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.liveVolumeGets++
 	if pv, ok := c.uncachedVolumes[name]; ok {
 		return pv, nil
 	}
@@ -713,7 +716,7 @@ func TestRemoveNodeLocalData(t *testing.T) {
 
 	remove := func() removeState {
 		t.Helper()
-		st, err := d.syncer.remove(context.Background(), fl, m, newNode("n-c"), d.now)
+		st, err := d.syncer.remove(context.Background(), fl, m, newNode("n-c"), d.now, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -753,7 +756,7 @@ func TestRemoveSkipsGoneNode(t *testing.T) {
 	d.data.volumes[pv.Name] = pv
 	done := false
 	for i := 0; i < 5 && !done; i++ {
-		st, err := d.syncer.remove(context.Background(), fl, m, nil, d.now)
+		st, err := d.syncer.remove(context.Background(), fl, m, nil, d.now, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -927,7 +930,7 @@ func TestHelperIsDoneWhenItsContainerExits(t *testing.T) {
 	claim := NewMemberClaim(fl, 2, pv.Name)
 	claim.UID = "claim"
 	d.data.claims[testNamespace+"/"+claim.Name] = claim
-	if st, err := d.syncer.remove(context.Background(), fl, m, newNode("n-c"), d.now); err != nil || st.done {
+	if st, err := d.syncer.remove(context.Background(), fl, m, newNode("n-c"), d.now, nil); err != nil || st.done {
 		t.Fatalf("remove: %+v, %v", st, err)
 	}
 	if st := d.ensure(fl, m); st.blocked == nil || st.blocked.Reason != ReasonDataCleanup {
