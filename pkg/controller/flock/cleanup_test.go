@@ -42,6 +42,45 @@ func (f *fixture) flockExists(name string) bool {
 	return err == nil
 }
 
+// settleDeletedData makes Flock name of replicas members whose data goes
+// with it (whenDeleted: Delete), with graceful pod deletion, and settles it.
+func (f *fixture) settleDeletedData(name string, replicas int32) {
+	f.members.graceful = true
+	f.createFlock(withRetention(newFlock(name, replicas), v1alpha1.RetainRetentionPolicy, v1alpha1.DeleteRetentionPolicy))
+	f.settle(name)
+}
+
+// mustFinishCleanup runs the helper pods of deleted Flock name and syncs
+// it (at most 10 times) until it is gone, then checks that nothing is left
+// (mustBeGoneWithNothingLeft).
+func (f *fixture) mustFinishCleanup(name string) {
+	f.t.Helper()
+	f.runPods()
+	f.runPods()
+	for i := 0; i < 10 && f.flockExists(name); i++ {
+		f.mustSync(name)
+		f.finishTerminating()
+	}
+	f.mustBeGoneWithNothingLeft(name)
+}
+
+// mustBeGoneWithNothingLeft fails the test unless Flock name is gone, and
+// so are its pods (once the terminating ones finish), its helper pods, and
+// the volumes and claims.
+func (f *fixture) mustBeGoneWithNothingLeft(name string) {
+	f.t.Helper()
+	if f.flockExists(name) {
+		f.t.Fatalf("the Flock is still there: %+v", f.getFlock(name).Status)
+	}
+	f.finishTerminating()
+	if got := f.podNames(); len(got) != 0 {
+		f.t.Errorf("pods left: %v", got)
+	}
+	if len(f.helpers(name)) != 0 || len(f.data.volumes) != 0 || len(f.data.claims) != 0 {
+		f.t.Errorf("left: helpers %v, volumes %v, claims %v", f.helpers(name), f.data.volumes, f.data.claims)
+	}
+}
+
 func withRetention(fl *v1alpha1.Flock, whenScaled, whenDeleted v1alpha1.RetentionPolicyType) *v1alpha1.Flock {
 	fl.Spec.Storage.Retention = v1alpha1.RetentionPolicy{WhenScaled: whenScaled, WhenDeleted: whenDeleted}
 	return fl
@@ -228,9 +267,7 @@ func TestCleanupSkippedWhenNodeIsGone(t *testing.T) {
 
 func TestDeleteWithDeleteRetentionRemovesDataThenReleasesTheFlock(t *testing.T) {
 	f := newFixture(t, "n-a", "n-b", "n-c")
-	f.members.graceful = true
-	f.createFlock(withRetention(newFlock("pg", 3), v1alpha1.RetainRetentionPolicy, v1alpha1.DeleteRetentionPolicy))
-	f.settle("pg")
+	f.settleDeletedData("pg", 3)
 	f.deleteNode("n-c") // member 2's node is lost: its directory there stays
 	f.mustSync("pg")
 	if fl := f.getFlock("pg"); !slices.Contains(fl.Finalizers, v1alpha1.FinalizerDataCleanup) {
@@ -269,22 +306,7 @@ func TestDeleteWithDeleteRetentionRemovesDataThenReleasesTheFlock(t *testing.T) 
 	if !f.flockExists("pg") {
 		t.Fatal("the Flock went before its data")
 	}
-	f.runPods()
-	f.runPods()
-	for i := 0; i < 10 && f.flockExists("pg"); i++ {
-		f.mustSync("pg")
-		f.finishTerminating()
-	}
-	if f.flockExists("pg") {
-		t.Fatalf("the Flock is still there: %+v", f.getFlock("pg"))
-	}
-	f.finishTerminating()
-	if got := f.podNames(); len(got) != 0 {
-		t.Errorf("pods left: %v", got)
-	}
-	if len(f.helpers("pg")) != 0 || len(f.data.volumes) != 0 || len(f.data.claims) != 0 {
-		t.Errorf("left: helpers %v, volumes %v, claims %v", f.helpers("pg"), f.data.volumes, f.data.claims)
-	}
+	f.mustFinishCleanup("pg")
 }
 
 // A Flock deleted under whenDeleted: Delete sends its members' writes at
@@ -295,9 +317,7 @@ func TestDeleteWithDeleteRetentionRemovesDataThenReleasesTheFlock(t *testing.T) 
 // Flock goes.
 func TestDeleteRemovesItsMembersAtOnce(t *testing.T) {
 	f := newFixtureWithConfig(t, fixtureConfig{verbosity: 4, memberParallelism: 4}, "n-a", "n-b", "n-c")
-	f.members.graceful = true
-	f.createFlock(withRetention(newFlock("pg", 3), v1alpha1.RetainRetentionPolicy, v1alpha1.DeleteRetentionPolicy))
-	f.settle("pg")
+	f.settleDeletedData("pg", 3)
 	f.deleteFlock("pg")
 
 	deletes := newInFlight(3)
@@ -331,22 +351,7 @@ func TestDeleteRemovesItsMembersAtOnce(t *testing.T) {
 	}
 	f.members.beforeWrite = nil
 
-	f.runPods()
-	f.runPods()
-	for i := 0; i < 10 && f.flockExists("pg"); i++ {
-		f.mustSync("pg")
-		f.finishTerminating()
-	}
-	if f.flockExists("pg") {
-		t.Fatalf("the Flock is still there: %+v", f.getFlock("pg").Status)
-	}
-	f.finishTerminating()
-	if got := f.podNames(); len(got) != 0 {
-		t.Errorf("pods left: %v", got)
-	}
-	if len(f.helpers("pg")) != 0 || len(f.data.volumes) != 0 || len(f.data.claims) != 0 {
-		t.Errorf("left: helpers %v, volumes %v, claims %v", f.helpers("pg"), f.data.volumes, f.data.claims)
-	}
+	f.mustFinishCleanup("pg")
 }
 
 // The removals of one sync share their reads of the API server: a member's
@@ -355,9 +360,7 @@ func TestDeleteRemovesItsMembersAtOnce(t *testing.T) {
 // list a sync, not one a member (at 500 members, 1,000 round trips a sync).
 func TestDeleteSharesItsReadsAcrossMembers(t *testing.T) {
 	f := newFixture(t, "n-a", "n-b", "n-c")
-	f.members.graceful = true
-	f.createFlock(withRetention(newFlock("pg", 3), v1alpha1.RetainRetentionPolicy, v1alpha1.DeleteRetentionPolicy))
-	f.settle("pg")
+	f.settleDeletedData("pg", 3)
 	f.deleteFlock("pg")
 	most := 0
 	for i := 0; i < 20 && f.flockExists("pg"); i++ {
@@ -367,19 +370,13 @@ func TestDeleteSharesItsReadsAcrossMembers(t *testing.T) {
 		f.runPods()
 		f.finishTerminating()
 	}
-	if f.flockExists("pg") {
-		t.Fatalf("the Flock is still there: %+v", f.getFlock("pg").Status)
-	}
 	if most > 2 {
 		t.Errorf("a sync listed pods from the API server %d times, want at most 2 (the members' helpers once, and the last look before the finalizer goes)", most)
 	}
 	if f.data.liveVolumeGets != 0 {
 		t.Errorf("%d volumes read one by one from the API server, want none (the sync's list has them)", f.data.liveVolumeGets)
 	}
-	f.finishTerminating()
-	if len(f.helpers("pg")) != 0 || len(f.data.volumes) != 0 || len(f.data.claims) != 0 {
-		t.Errorf("left: helpers %v, volumes %v, claims %v", f.helpers("pg"), f.data.volumes, f.data.claims)
-	}
+	f.mustBeGoneWithNothingLeft("pg")
 }
 
 // A Flock deleted right after a sync made its member's volume, claim and
