@@ -298,8 +298,19 @@ func (m *mutator) mutateTree(tree any) any {
 		}
 	}
 	walk(tree, nil)
-	slices.SortFunc(paths, func(a, b []any) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) }) // map order is random
-	path := paths[m.r.IntN(len(paths))]
+	// Map order is random: the paths are sorted by their printed form,
+	// each printed once (printed in every comparison, the sort took most of
+	// the test's minute once a huge list was in the tree).
+	type keyedPath struct {
+		key  string
+		path []any
+	}
+	keyed := make([]keyedPath, len(paths))
+	for i, p := range paths {
+		keyed[i] = keyedPath{fmt.Sprint(p), p}
+	}
+	slices.SortFunc(keyed, func(a, b keyedPath) int { return strings.Compare(a.key, b.key) })
+	path := keyed[m.r.IntN(len(keyed))].path
 
 	var v any
 	switch m.r.IntN(7) {
