@@ -32,7 +32,7 @@ type removeState struct {
 // first member that needs them (a member's last step, after which no
 // helper of its is made in the sync). nil: each member reads for itself.
 type sharedReads struct {
-	// volumes are the Flock's PersistentVolumes by name (nil: not listed).
+	// volumes are the Flock's PersistentVolumes by name.
 	volumes map[string]*corev1.PersistentVolume
 
 	helpersOnce sync.Once
@@ -53,7 +53,7 @@ func newSharedReads(vols []*corev1.PersistentVolume) *sharedReads {
 // volumeLive reads the PersistentVolume name from the API server, or from
 // the sync's live list of the Flock's volumes when there is one.
 func (d *dataSyncer) volumeLive(ctx context.Context, r *sharedReads, name string) (*corev1.PersistentVolume, error) {
-	if r == nil || r.volumes == nil {
+	if r == nil {
 		return d.data.GetVolumeLive(ctx, name)
 	}
 	if pv, ok := r.volumes[name]; ok {
