@@ -282,10 +282,17 @@ func (m *mutator) body() []byte {
 // mutateTree changes one node of the JSON tree: a value of another type,
 // null, a huge string or list, an unknown field, or a field removed.
 func (m *mutator) mutateTree(tree any) any {
-	var paths [][]any
+	// Map order is random: the paths are sorted by their printed form,
+	// each printed once (printed in every comparison, the sort took most of
+	// the test's minute once a huge list was in the tree).
+	type keyedPath struct {
+		key  string
+		path []any
+	}
+	var keyed []keyedPath
 	var walk func(v any, path []any)
 	walk = func(v any, path []any) {
-		paths = append(paths, slices.Clone(path))
+		keyed = append(keyed, keyedPath{fmt.Sprint(path), slices.Clone(path)})
 		switch v := v.(type) {
 		case map[string]any:
 			for k, c := range v {
@@ -298,17 +305,6 @@ func (m *mutator) mutateTree(tree any) any {
 		}
 	}
 	walk(tree, nil)
-	// Map order is random: the paths are sorted by their printed form,
-	// each printed once (printed in every comparison, the sort took most of
-	// the test's minute once a huge list was in the tree).
-	type keyedPath struct {
-		key  string
-		path []any
-	}
-	keyed := make([]keyedPath, len(paths))
-	for i, p := range paths {
-		keyed[i] = keyedPath{fmt.Sprint(p), p}
-	}
 	slices.SortFunc(keyed, func(a, b keyedPath) int { return strings.Compare(a.key, b.key) })
 	path := keyed[m.r.IntN(len(keyed))].path
 
