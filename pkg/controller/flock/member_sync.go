@@ -302,10 +302,10 @@ func (fc *defaultFlockControl) syncMembersInParallel(ctx context.Context, s *sna
 }
 
 // eachMember runs do(i) for i from 0 to n-1, at most
-// Options.MemberParallelism at a time (one after another when that is 1),
-// and returns once all have.
+// Options.MemberParallelism at a time (one after another when that is 1,
+// or when there is at most one), and returns once all have.
 func (fc *defaultFlockControl) eachMember(n int, do func(i int)) {
-	if n == 1 || fc.opts.MemberParallelism <= 1 {
+	if n <= 1 || fc.opts.MemberParallelism <= 1 {
 		for i := range n {
 			do(i)
 		}
